@@ -1,0 +1,202 @@
+"""Report rendering: the SugarCrepe table (paper Tab. 2) and the hard-negative gradient ratio plot (Fig. 6).
+
+Inputs are the files other stages write:
+
+* evaluation result JSONs (``metrics/<p>/evaluate/<model>.json``), i.e. the dict returned by
+  ``concrete_jungle.evaluation.sugarcrepe.evaluate_sugarcrepe`` / ``summarize``:
+  ``{"subsets": {name: {"accuracy", "n", "correct"}}, "micro_accuracy", "macro_accuracy", "n_items", ...}``;
+* dvclive folders of the training runs, where the trainer logged
+  ``live.log_metric("train/gradient_ratio", value)`` once per step. dvclive 3 writes that series to
+  ``<dvclive_dir>/plots/metrics/train/gradient_ratio.tsv`` with a header ``step<TAB>gradient_ratio``
+  (plus a ``timestamp`` column when logged with ``timestamp=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from concrete_jungle.io import atomic_write, read_json  # noqa: E402
+
+__all__ = ["GRADIENT_RATIO_TSV", "sugarcrepe_table", "read_gradient_ratio", "plot_gradient_ratio", "render_report"]
+
+#: Where dvclive stores the ``train/gradient_ratio`` series inside a dvclive folder.
+GRADIENT_RATIO_TSV = Path("plots") / "metrics" / "train" / "gradient_ratio.tsv"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _accuracy(label: str, where: str, value) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or not 0 <= value <= 1:
+        raise ValueError(f"sugarcrepe_table: model {label!r}: {where} = {value!r} is not an accuracy in [0, 1]")
+    return f"{value:.3f}"
+
+
+def sugarcrepe_table(results: Mapping[str, dict]) -> str:
+    """Markdown table of SugarCrepe accuracies: one row per model, one column per subset, micro, macro.
+
+    Accuracies are fractions in [0, 1] with 3 decimals (I2T; ties count as wrong). A last row ``n``
+    gives the item count of each subset and, under ``micro``, the total; the ``macro`` cell of that row
+    is ``-`` (macro weights every subset equally). Subset columns are sorted by name (for SugarCrepe
+    this is the paper's Tab. 2 order); model rows follow the order of ``results``.
+
+    Args:
+        results: model label -> evaluation result dict with ``subsets: {name: {"accuracy", "n"}}``,
+            ``micro_accuracy``, ``macro_accuracy`` and ``n_items``.
+
+    Returns:
+        The table as a string ending with a newline.
+
+    Raises:
+        ValueError: if ``results`` is empty, a result lacks a key, an accuracy is not a finite number
+            in [0, 1], or the models were evaluated on different subsets or item counts (their
+            numbers would not be comparable).
+    """
+    if not results:
+        raise ValueError("sugarcrepe_table: results is empty")
+    ref_label, ref_counts, ref_total = None, None, None
+    for label, res in results.items():
+        for key in ("subsets", "micro_accuracy", "macro_accuracy", "n_items"):
+            if not isinstance(res, Mapping) or key not in res:
+                raise ValueError(f"sugarcrepe_table: result of model {label!r} lacks {key!r}")
+        try:
+            counts = {name: int(s["n"]) for name, s in res["subsets"].items()}
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"sugarcrepe_table: model {label!r}: a subset lacks 'n' ({err})") from err
+        if not counts:
+            raise ValueError(f"sugarcrepe_table: model {label!r} has no subset")
+        if ref_counts is None:
+            ref_label, ref_counts, ref_total = label, counts, int(res["n_items"])
+        elif counts != ref_counts or int(res["n_items"]) != ref_total:
+            raise ValueError(
+                f"sugarcrepe_table: model {label!r} was evaluated on other items than {ref_label!r} "
+                f"({counts}, n_items={res['n_items']} vs {ref_counts}, n_items={ref_total})"
+            )
+    names = sorted(ref_counts)
+    header = ["model", *names, "micro", "macro"]
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
+    for label, res in results.items():
+        row = [_cell(label)]
+        for name in names:
+            row.append(_accuracy(label, f"{name} accuracy", res["subsets"][name].get("accuracy")))
+        row.append(_accuracy(label, "micro_accuracy", res["micro_accuracy"]))
+        row.append(_accuracy(label, "macro_accuracy", res["macro_accuracy"]))
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("| " + " | ".join(["n", *(str(ref_counts[n]) for n in names), str(ref_total), "-"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def read_gradient_ratio(tsv_path: str | os.PathLike) -> pd.DataFrame:
+    """Read a dvclive metric TSV of the hard-negative gradient ratio (paper Sec. 3.2, Fig. 6).
+
+    Returns:
+        DataFrame with columns ``step`` (int) and ``gradient_ratio`` (float, unitless: hard-negative
+        gradient magnitude over the total positive pull), in file order.
+
+    Raises:
+        FileNotFoundError: naming the missing file.
+        ValueError: naming the file if it has no ``step`` column, no value column, no rows, or a
+            non-finite value.
+    """
+    tsv_path = Path(tsv_path)
+    if not tsv_path.is_file():
+        raise FileNotFoundError(f"gradient-ratio TSV not found: {tsv_path}")
+    df = pd.read_csv(tsv_path, sep="\t")
+    if "step" not in df.columns:
+        raise ValueError(f"{tsv_path}: no 'step' column (columns: {list(df.columns)})")
+    value_cols = [c for c in df.columns if c not in ("step", "timestamp")]
+    col = "gradient_ratio" if "gradient_ratio" in value_cols else (value_cols[0] if len(value_cols) == 1 else None)
+    if col is None:
+        raise ValueError(f"{tsv_path}: cannot tell the value column among {list(df.columns)}")
+    if df.empty:
+        raise ValueError(f"{tsv_path}: no rows")
+    values = pd.to_numeric(df[col], errors="coerce")
+    if not values.map(math.isfinite).all():
+        bad = int((~values.map(math.isfinite)).to_numpy().nonzero()[0][0])
+        raise ValueError(f"{tsv_path}: row {bad + 1} has a non-finite or non-numeric {col} ({df[col].iloc[bad]!r})")
+    return pd.DataFrame({"step": df["step"].astype(int), "gradient_ratio": values.astype(float)})
+
+
+def plot_gradient_ratio(runs: Mapping[str, str | os.PathLike], out_png: str | os.PathLike) -> Path:
+    """Plot the hard-negative gradient ratio against the training step, one line per run (Fig. 6 style).
+
+    Args:
+        runs: run label -> path of its dvclive ``gradient_ratio.tsv`` (see :data:`GRADIENT_RATIO_TSV`).
+        out_png: output PNG (written atomically; parent folders are created).
+
+    Returns:
+        ``Path(out_png)``.
+
+    Raises:
+        ValueError: if ``runs`` is empty; errors of :func:`read_gradient_ratio` propagate.
+    """
+    if not runs:
+        raise ValueError("plot_gradient_ratio: runs is empty; nothing to plot")
+    series = {label: read_gradient_ratio(path) for label, path in runs.items()}
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    try:
+        for label, df in series.items():
+            ax.plot(df["step"], df["gradient_ratio"], label=str(label), marker="." if len(df) <= 50 else None)
+        ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("hard-negative gradient ratio")
+        ax.set_title("Gradient toward the hard negative / positive pull")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        out_png = Path(out_png)
+        with atomic_write(out_png, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    return out_png
+
+
+def render_report(
+    eval_results: Mapping[str, str | os.PathLike],
+    train_dirs: Mapping[str, str | os.PathLike],
+    out_dir: str | os.PathLike,
+) -> dict[str, Path]:
+    """Write ``out_dir/sugarcrepe.md`` (the table) and ``out_dir/gradient_ratio.png``.
+
+    Args:
+        eval_results: model label -> evaluation result JSON path.
+        train_dirs: run label -> dvclive folder of a training run (its ``train/gradient_ratio`` series
+            is read from :data:`GRADIENT_RATIO_TSV` inside it).
+        out_dir: report folder (created if needed).
+
+    Returns:
+        ``{"sugarcrepe": path of the Markdown file, "gradient_ratio": path of the PNG}``.
+
+    Raises:
+        FileNotFoundError: naming a missing result JSON or gradient-ratio TSV.
+        ValueError: as :func:`sugarcrepe_table` and :func:`plot_gradient_ratio`.
+    """
+    out_dir = Path(out_dir)
+    results = {label: read_json(path) for label, path in eval_results.items()}
+    table = sugarcrepe_table(results)
+    text = (
+        "# SugarCrepe\n\n"
+        "I2T accuracy (fraction of items whose image is strictly closer, in cosine, to the positive caption "
+        "than to the hard negative; ties count as wrong). micro = over items, macro = mean over subsets "
+        "(the paper's M.Avg). Row `n` = items per subset.\n\n" + table
+    )
+    md = out_dir / "sugarcrepe.md"
+    with atomic_write(md) as fh:
+        fh.write(text)
+    png = plot_gradient_ratio({label: Path(d) / GRADIENT_RATIO_TSV for label, d in train_dirs.items()}, out_dir / "gradient_ratio.png")
+    return {"sugarcrepe": md, "gradient_ratio": png}

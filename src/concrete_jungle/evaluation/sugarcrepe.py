@@ -1,0 +1,352 @@
+"""SugarCrepe evaluation (Hsieh et al. 2023; the paper's compositional benchmark, Sec. 3 and Tab. 2).
+
+The dataset side and the metric side are separate, as in clip_benchmark:
+
+* :func:`load_sugarcrepe` / :func:`prepare_benchmark` read and filter SugarCrepe's subset JSONs
+  (``{"<id>": {"filename", "caption", "negative_caption"}}``);
+* :func:`sugarcrepe_verdicts` / :func:`summarize` turn embeddings into per-item verdicts and accuracies;
+* :func:`evaluate_sugarcrepe` ties them together around two encoder callables, so this module holds
+  no model code (the caller passes the model's image and text encoders).
+
+An item is answered correctly (I2T) iff the image is closer to the positive caption than to the
+hard negative caption in cosine space, **strictly**: a tie counts as wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from concrete_jungle.io import read_json, write_json
+
+__all__ = [
+    "SUGARCREPE_SUBSETS",
+    "load_sugarcrepe",
+    "prepare_benchmark",
+    "sugarcrepe_verdicts",
+    "summarize",
+    "evaluate_sugarcrepe",
+]
+
+#: The seven subsets of the refined SugarCrepe benchmark, in the order the paper's Tab. 2 uses.
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+_ITEM_KEYS = ("filename", "caption", "negative_caption")
+
+
+def _subset_names(bench_dir: Path, subsets: Sequence[str] | None) -> list[str]:
+    if subsets is None:
+        meta = bench_dir / "meta.json"
+        listed = read_json(meta).get("n_items") if meta.is_file() else None
+        if isinstance(listed, dict) and listed:  # a prepared benchmark names its subsets
+            return sorted(listed)
+        names = sorted(p.stem for p in bench_dir.glob("*.json") if p.name not in ("meta.json", "scenes.json"))
+        if not names:
+            raise FileNotFoundError(f"no SugarCrepe subset JSON (<subset>.json) in {bench_dir}")
+        return names
+    if isinstance(subsets, str) or len(subsets) == 0:
+        raise ValueError(f"subsets must be a non-empty list of subset names, got {subsets!r}")
+    if len(set(subsets)) != len(subsets):
+        raise ValueError(f"subsets lists a name twice: {list(subsets)}")
+    for name in subsets:
+        if not (bench_dir / f"{name}.json").is_file():
+            raise FileNotFoundError(f"SugarCrepe subset {name!r} not found: {bench_dir / (name + '.json')}")
+    return list(subsets)
+
+
+def _read_subset(path: Path) -> dict[str, dict]:
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object {{id: item}}, got {type(data).__name__}")
+    for iid, item in data.items():
+        if not isinstance(item, dict):
+            raise ValueError(f"{path}: item {iid!r} is {type(item).__name__}, expected an object")
+        for key in _ITEM_KEYS:
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise ValueError(f"{path}: item {iid!r} lacks a non-empty string {key!r}")
+    return data
+
+
+def _default_image_root(bench_dir: Path) -> Path:
+    meta = bench_dir / "meta.json"
+    if meta.is_file():
+        root = read_json(meta).get("image_root")
+        if root:
+            return Path(root)
+    return bench_dir / "images"
+
+
+def load_sugarcrepe(
+    bench_dir: str | os.PathLike,
+    image_root: str | os.PathLike | None = None,
+    subsets: Sequence[str] | None = None,
+) -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
+    """Read SugarCrepe subset JSONs and keep the items whose image file exists.
+
+    Args:
+        bench_dir: folder with ``<subset>.json`` files in SugarCrepe's format
+            ``{"<id>": {"filename", "caption", "negative_caption"}}`` (and optionally ``meta.json``).
+        image_root: folder of the images. Default: ``meta.json["image_root"]`` in ``bench_dir`` if
+            present (a relative root is relative to the working directory, i.e. the repo root), else
+            ``bench_dir/images``.
+        subsets: subset names to load; default every ``*.json`` in ``bench_dir`` but ``meta.json``,
+            sorted by name.
+
+    Returns:
+        ``(items_by_subset, skipped)``. ``items_by_subset[subset]`` is a list, in file order, of
+        ``{"id", "filename", "image", "caption", "negative_caption"}`` (``image`` = image_root /
+        filename, as a string). ``skipped[subset]`` is a dict reason -> count with the single reason
+        ``image_missing``; every loaded subset has an entry (``{}`` when nothing was skipped). A subset
+        may end up with no items.
+
+    Raises:
+        FileNotFoundError: if ``bench_dir`` or a requested subset file is missing, or there is none.
+        ValueError: if a subset file is not ``{id: item}`` or an item lacks a non-empty
+            ``filename``/``caption``/``negative_caption``.
+    """
+    bench_dir = Path(bench_dir)
+    if not bench_dir.is_dir():
+        raise FileNotFoundError(f"SugarCrepe folder not found: {bench_dir}")
+    root = Path(image_root) if image_root is not None else _default_image_root(bench_dir)
+    items: dict[str, list[dict]] = {}
+    skipped: dict[str, dict[str, int]] = {}
+    exists: dict[str, bool] = {}
+    for name in _subset_names(bench_dir, subsets):
+        kept, counts = [], Counter()
+        for iid, item in _read_subset(bench_dir / f"{name}.json").items():
+            fname = item["filename"]
+            if fname not in exists:
+                exists[fname] = (root / fname).is_file()
+            if not exists[fname]:
+                counts["image_missing"] += 1
+                continue
+            kept.append(
+                {
+                    "id": str(iid),
+                    "filename": fname,
+                    "image": str(root / fname),
+                    "caption": item["caption"],
+                    "negative_caption": item["negative_caption"],
+                }
+            )
+        items[name] = kept
+        skipped[name] = dict(counts)
+    return items, skipped
+
+
+def prepare_benchmark(
+    src_dir: str | os.PathLike,
+    image_root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    source_name: str,
+    subsets: Sequence[str] | None = None,
+) -> dict:
+    """Write the SugarCrepe items whose image exists under ``image_root`` as a benchmark folder.
+
+    Used for real SugarCrepe: ``src_dir=../shared/data/sugarcrepe`` with
+    ``image_root=../shared/data/coco/val2017`` keeps 875 of the 7,511 items.
+
+    Args:
+        src_dir: folder of the original subset JSONs.
+        image_root: folder of the images; stored verbatim (``str(image_root)``) in ``meta.json``.
+        out_dir: output folder; receives ``<subset>.json`` (original ids and fields kept, items whose
+            image is absent dropped) and ``meta.json``.
+        source_name: free-text provenance stored as ``meta["source"]``.
+        subsets: as in :func:`load_sugarcrepe`.
+
+    Returns:
+        The meta dict written to ``out_dir/meta.json``: ``{"image_root": str, "source": str,
+        "n_items": {subset: int}, "skipped": {subset: {reason: int}}}``.
+
+    Raises:
+        FileNotFoundError / ValueError: as :func:`load_sugarcrepe`; ``FileNotFoundError`` also when
+        ``image_root`` is not a folder.
+    """
+    if not Path(image_root).is_dir():
+        raise FileNotFoundError(f"prepare_benchmark: image_root is not a folder: {image_root}")
+    items, skipped = load_sugarcrepe(src_dir, image_root=image_root, subsets=subsets)
+    out_dir = Path(out_dir)
+    for name, kept in items.items():
+        write_json(
+            out_dir / f"{name}.json",
+            {it["id"]: {k: it[k] for k in _ITEM_KEYS} for it in kept},
+        )
+    meta = {
+        "image_root": str(image_root),
+        "source": source_name,
+        "n_items": {name: len(kept) for name, kept in items.items()},
+        "skipped": skipped,
+    }
+    write_json(out_dir / "meta.json", meta)
+    return meta
+
+
+def _check_emb(name: str, x: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [M, D], got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or Inf")
+    if x.shape[0] and (x.norm(dim=1) == 0).any():
+        row = int((x.norm(dim=1) == 0).nonzero()[0])
+        raise ValueError(f"{name} row {row} is a zero vector; its cosine similarity is undefined")
+
+
+def sugarcrepe_verdicts(image_emb: torch.Tensor, pos_emb: torch.Tensor, neg_emb: torch.Tensor) -> torch.Tensor:
+    """Per-item SugarCrepe verdicts (I2T): is the image closer to its caption than to the hard negative?
+
+    Args:
+        image_emb: ``[M, D]`` image embeddings (any scale; they are L2-normalised here).
+        pos_emb: ``[M, D]`` embeddings of the positive captions.
+        neg_emb: ``[M, D]`` embeddings of the hard negative captions.
+
+    Returns:
+        BoolTensor ``[M]``: True iff cos(image, positive) > cos(image, negative) **strictly**
+        (cosine space, computed in float64; a tie is wrong).
+
+    Raises:
+        TypeError: if an input is not a tensor.
+        ValueError: if an input is not 2-D, the shapes differ, a value is NaN/Inf, or a row is zero.
+    """
+    for name, x in (("image_emb", image_emb), ("pos_emb", pos_emb), ("neg_emb", neg_emb)):
+        _check_emb(name, x)
+    if not (image_emb.shape == pos_emb.shape == neg_emb.shape):
+        raise ValueError(
+            "image_emb, pos_emb and neg_emb must share shape [M, D]; got "
+            f"{tuple(image_emb.shape)}, {tuple(pos_emb.shape)}, {tuple(neg_emb.shape)}"
+        )
+    img = torch.nn.functional.normalize(image_emb.detach().double(), dim=1)
+    pos = torch.nn.functional.normalize(pos_emb.detach().double(), dim=1)
+    neg = torch.nn.functional.normalize(neg_emb.detach().double(), dim=1)
+    return (img * pos).sum(dim=1) > (img * neg).sum(dim=1)
+
+
+def summarize(verdicts_by_subset: Mapping[str, torch.Tensor | Sequence[bool]]) -> dict:
+    """Accuracy per subset, micro average (over items) and macro average (mean of subset accuracies).
+
+    Args:
+        verdicts_by_subset: subset name -> ``[M_s]`` bool verdicts (BoolTensor or a list of bools).
+
+    Returns:
+        ``{"subsets": {name: {"accuracy": float, "n": int, "correct": int}}, "micro_accuracy": float,
+        "macro_accuracy": float, "n_items": int}``; accuracies are fractions in [0, 1]. The macro
+        average is the paper's "M.Avg" (Tab. 2) taken over the subsets given.
+
+    Raises:
+        ValueError: if there is no subset, a subset has no item (its accuracy is undefined), or a
+            verdict tensor is not 1-D.
+    """
+    if not verdicts_by_subset:
+        raise ValueError("summarize: verdicts_by_subset is empty")
+    subsets, total_n, total_correct = {}, 0, 0
+    for name, v in verdicts_by_subset.items():
+        v = torch.as_tensor(v, dtype=torch.bool)
+        if v.dim() != 1:
+            raise ValueError(f"summarize: verdicts of subset {name!r} must be 1-D, got shape {tuple(v.shape)}")
+        n = int(v.numel())
+        if n == 0:
+            raise ValueError(f"summarize: subset {name!r} has no items; its accuracy is undefined")
+        correct = int(v.sum())
+        subsets[name] = {"accuracy": correct / n, "n": n, "correct": correct}
+        total_n += n
+        total_correct += correct
+    return {
+        "subsets": subsets,
+        "micro_accuracy": total_correct / total_n,
+        "macro_accuracy": sum(s["accuracy"] for s in subsets.values()) / len(subsets),
+        "n_items": total_n,
+    }
+
+
+def _encode_batched(
+    fn: Callable, inputs: list, batch_size: int, what: str, load: Callable | None = None
+) -> torch.Tensor:
+    chunks, dim = [], None
+    for start in tqdm(range(0, len(inputs), batch_size), desc=f"SugarCrepe {what}", unit="batch"):
+        batch = inputs[start : start + batch_size]
+        if load is not None:
+            batch = [load(x) for x in batch]
+        out = fn(batch)
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"encode_{what} must return a torch.Tensor, got {type(out).__name__}")
+        if out.dim() != 2 or out.shape[0] != len(batch):
+            raise ValueError(
+                f"encode_{what} returned shape {tuple(out.shape)} for a batch of {len(batch)}; expected [{len(batch)}, D]"
+            )
+        if dim is not None and out.shape[1] != dim:
+            raise ValueError(f"encode_{what} changed its embedding width from {dim} to {out.shape[1]}")
+        dim = out.shape[1]
+        chunks.append(out.detach().float().cpu())
+    return torch.cat(chunks, dim=0)
+
+
+def _load_rgb(path: str) -> Image.Image:
+    with Image.open(path) as im:
+        return im.convert("RGB")
+
+
+def evaluate_sugarcrepe(
+    encode_images: Callable[[list[Image.Image]], torch.Tensor],
+    encode_texts: Callable[[list[str]], torch.Tensor],
+    bench_dir: str | os.PathLike,
+    image_root: str | os.PathLike | None = None,
+    batch_size: int = 64,
+    subsets: Sequence[str] | None = None,
+) -> dict:
+    """Run SugarCrepe with the caller's encoders and summarise (paper Sec. 3, Tab. 2).
+
+    Each unique image and each unique caption is encoded once (under ``torch.no_grad``), in batches
+    of ``batch_size``; images are opened with Pillow and converted to RGB.
+
+    Args:
+        encode_images: ``list[PIL.Image] (len B) -> Tensor [B, D]`` (any scale; cosine is taken here).
+        encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
+        bench_dir, image_root, subsets: as in :func:`load_sugarcrepe`.
+        batch_size: items per encoder call (>= 1).
+
+    Returns:
+        :func:`summarize`'s dict plus ``"skipped"`` (from :func:`load_sugarcrepe`), ``"image_root"``
+        and ``"verdicts"`` = ``{subset: {item id: bool}}`` (for paired tests between models).
+
+    Raises:
+        ValueError: if ``batch_size < 1``, a subset has no item left, an encoder returns a wrongly
+            shaped tensor, or image and text widths differ; errors of :func:`load_sugarcrepe` and
+            :func:`sugarcrepe_verdicts` propagate.
+        TypeError: if an encoder does not return a tensor.
+    """
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    items, skipped = load_sugarcrepe(bench_dir, image_root=image_root, subsets=subsets)
+    empty = [name for name, kept in items.items() if not kept]
+    if empty:
+        raise ValueError(f"SugarCrepe subsets with no item whose image exists: {empty} (skipped: {skipped})")
+    images = sorted({it["image"] for kept in items.values() for it in kept})
+    texts = sorted({it[k] for kept in items.values() for it in kept for k in ("caption", "negative_caption")})
+    with torch.no_grad():
+        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=_load_rgb)
+        txt_emb = _encode_batched(encode_texts, texts, batch_size, "texts")
+    if img_emb.shape[1] != txt_emb.shape[1]:
+        raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
+    img_idx = {p: i for i, p in enumerate(images)}
+    txt_idx = {t: i for i, t in enumerate(texts)}
+    verdicts = {}
+    for name, kept in items.items():
+        verdicts[name] = sugarcrepe_verdicts(
+            img_emb[[img_idx[it["image"]] for it in kept]],
+            txt_emb[[txt_idx[it["caption"]] for it in kept]],
+            txt_emb[[txt_idx[it["negative_caption"]] for it in kept]],
+        )
+    result = summarize(verdicts)
+    result["skipped"] = skipped
+    result["image_root"] = str(Path(image_root)) if image_root is not None else str(_default_image_root(Path(bench_dir)))
+    result["verdicts"] = {
+        name: {it["id"]: bool(v) for it, v in zip(kept, verdicts[name].tolist())} for name, kept in items.items()
+    }
+    return result

@@ -1,0 +1,235 @@
+"""The study's DVC stages as library calls: corpus -> benchmark -> ConcretePlant -> base model -> train ->
+evaluate -> report. Each ``stages/<name>.py`` parses arguments, loads :class:`~concrete_jungle.params.Params`
+and calls exactly one function here. Paths are relative to the repository root (``Params.data_dir`` etc.).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl, write_metrics
+from concrete_jungle.params import Params
+
+__all__ = [
+    "model_labels",
+    "build_corpus",
+    "build_benchmark",
+    "run_concreteplant_stage",
+    "train_base_model",
+    "train_model",
+    "evaluate_model",
+    "render_reports",
+    "dump_json",
+    "run_stage",
+]
+
+
+def model_labels(params: Params) -> list[str]:
+    """Labels of every evaluated model: ``base`` then ``<dataset>-<loss>`` for the training grid."""
+    return ["base"] + [f"{d}-{loss}" for d in params.train.datasets for loss in params.train.losses]
+
+
+def _fresh_dir(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+# --------------------------------------------------------------------------------------------- corpus
+def build_corpus(params: Params) -> dict:
+    """Stage ``corpus``: write ``data/<profile>/corpus/manifest.jsonl`` (one manifest record per image).
+
+    Sources: the scene world (images rendered into ``corpus/images``), COCO captions JSON, Karpathy
+    ``dataset_coco.json`` or Flickr8k. Skipped images are counted by reason in
+    ``metrics/<profile>/corpus.json``.
+
+    Raises:
+        ValueError: if the source yields no records.
+    """
+    from concrete_jungle.corpus import loaders
+
+    out = _fresh_dir(params.data_dir / "corpus")
+    c = params.corpus
+    skipped: Counter = Counter()
+    if c.source == "scene_world":
+        from concrete_jungle.corpus.scene_world import generate_corpus
+
+        records = generate_corpus(params.world, c.n_scenes, out, seed=params.seed, id_prefix="w")
+    elif c.source == "coco":
+        exclude = loaders.read_filename_list(c.coco.exclude_filenames) if c.coco.exclude_filenames else None
+        records = []
+        for cap, img in zip(c.coco.captions, c.coco.images):
+            recs, sk = loaders.load_coco_captions(cap, img, exclude_filenames=exclude)
+            records += recs
+            skipped.update(sk)
+    elif c.source == "karpathy":
+        records, sk = loaders.load_karpathy(c.karpathy.dataset_json, c.karpathy.image_root, c.karpathy.splits)
+        skipped.update(sk)
+    else:
+        records, sk = loaders.load_flickr8k(c.flickr8k.token_file, c.flickr8k.split_file, c.flickr8k.image_dir)
+        skipped.update(sk)
+    if not records:
+        raise ValueError(f"corpus source {c.source!r} produced no records (skipped: {dict(skipped)})")
+    ids = Counter(r["id"] for r in records)
+    dup = [k for k, v in ids.items() if v > 1]
+    if dup:
+        raise ValueError(f"corpus has duplicate ids, e.g. {dup[:3]}")
+    write_jsonl(out / "manifest.jsonl", records)
+    stats = {"source": c.source, "n_images": len(records),
+             "n_captions": sum(len(r["captions"]) for r in records), "skipped": dict(skipped)}
+    write_metrics(params.metrics_dir / "corpus.json", stats)
+    return stats
+
+
+def build_benchmark(params: Params) -> dict:
+    """Stage ``benchmark``: SugarCrepe-format subsets in ``data/<profile>/benchmark`` (+ ``meta.json``).
+
+    The scene world generates its seven subsets on scenes whose signatures never occur in the corpus; real
+    SugarCrepe is filtered to the items whose image is present.
+    """
+    out = _fresh_dir(params.data_dir / "benchmark")
+    b = params.benchmark
+    if b.source == "scene_world":
+        from concrete_jungle.corpus.scene_world import Scene, generate_benchmark, scene_signature
+
+        corpus = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+        exclude = {scene_signature(Scene.from_dict(r["scene"])) for r in corpus if "scene" in r}
+        counts = generate_benchmark(params.world, b.n_per_subset, out, seed=params.seed + 1_000_003,
+                                    exclude=exclude)
+        skipped = read_json(out / "scenes.json").get("skipped", {}) if (out / "scenes.json").exists() else {}
+        meta = {"image_root": str(out / "images"), "source": "scene_world", "n_items": counts, "skipped": skipped}
+        write_json(out / "meta.json", meta)
+    else:
+        from concrete_jungle.evaluation.sugarcrepe import prepare_benchmark
+
+        meta = prepare_benchmark(b.sugarcrepe.dir, b.sugarcrepe.image_root, out, source_name="sugarcrepe")
+    write_metrics(params.metrics_dir / "benchmark.json", meta)
+    return meta
+
+
+# ------------------------------------------------------------------------------------- ConcretePlant
+def run_concreteplant_stage(params: Params, dataset: str) -> dict:
+    """Stage ``concreteplant@<dataset>``: ConcreteBatch for D_hc / D_lc / D_wo (paper Sec. 2.2, A.1)."""
+    from concrete_jungle.concreteplant.pipeline import run_concreteplant
+
+    records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+    out = _fresh_dir(params.data_dir / "concreteplant" / dataset)
+    batch, stats = run_concreteplant(records, dataset, params.concreteplant, params.world, out, seed=params.seed)
+    write_jsonl(out / "concretebatch.jsonl", batch)
+    write_metrics(params.metrics_dir / "concreteplant" / f"{dataset}.json", stats)
+    return stats
+
+
+# ------------------------------------------------------------------------------------------ training
+def train_base_model(params: Params) -> dict:
+    """Stage ``base_model``: build the starting model and (unless ``base_model.train`` is false) train it
+    contrastively (open_clip ClipLoss, N x N) on the corpus anchors alone. Writes ``models/<p>/base/checkpoint.pt``
+    and dvclive logs in ``metrics/<p>/train/base``."""
+    from open_clip.loss import ClipLoss
+
+    from concrete_jungle.models import build_model, save_checkpoint
+    from concrete_jungle.training import AnchorDataset, train_contrastive
+
+    bp = params.base_model
+    bundle = build_model(bp.model)
+    ckpt = params.models_dir / "base" / "checkpoint.pt"
+    live_dir = params.metrics_dir / "train" / "base"
+    if live_dir.exists():
+        shutil.rmtree(live_dir)
+    if not bp.train:
+        save_checkpoint(ckpt, bundle, params=params.model_dump(), step=0)
+        write_metrics(live_dir / "metrics.json", {"steps": 0})
+        return {"steps": 0}
+    records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+    preprocess = bundle.preprocess_train if bp.augment else bundle.preprocess_val
+    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed)
+    return train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir, checkpoint_path=ckpt,
+                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False)
+
+
+def train_model(params: Params, dataset: str, loss: str) -> dict:
+    """Stage ``train@<dataset>-<loss>``: fine-tune the base model on ConcreteBatch ``dataset`` with ``loss``
+    (``infonce`` / ``cement``: 2N x 2N with hard negatives; ``clip``: anchors only, N x N)."""
+    from concrete_jungle.losses import build_loss
+    from concrete_jungle.models import load_model, save_checkpoint
+    from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
+
+    tp = params.train
+    label = f"{dataset}-{loss}"
+    bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+    batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
+    preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
+    hard = loss != "clip"
+    if hard:
+        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer)
+    else:
+        ds = AnchorDataset([{"image": r["image"], "anchor": r["caption"], "captions": [r["caption"]]} for r in batch],
+                           preprocess, bundle.tokenizer, caption="anchor", seed=params.seed)
+    live_dir = params.metrics_dir / "train" / label
+    if live_dir.exists():
+        shutil.rmtree(live_dir)
+    return train_contrastive(bundle, ds, build_loss(loss, params.margin.to_config()), tp, seed=params.seed,
+                             live_dir=live_dir, checkpoint_path=params.models_dir / label / "checkpoint.pt",
+                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=hard)
+
+
+# ---------------------------------------------------------------------------------------- evaluation
+def evaluate_model(params: Params, label: str) -> dict:
+    """Stage ``evaluate@<label>``: SugarCrepe-format accuracy per subset, micro and macro averages, written to
+    ``metrics/<profile>/evaluate/<label>.json``."""
+    import torch
+
+    from concrete_jungle.evaluation.sugarcrepe import evaluate_sugarcrepe
+    from concrete_jungle.models import encode_images, encode_texts, load_model
+
+    torch.manual_seed(params.seed)
+    bundle = load_model(params.models_dir / label / "checkpoint.pt")
+    bs = params.evaluate.batch_size
+    result = evaluate_sugarcrepe(lambda ims: encode_images(bundle, ims, bs), lambda txt: encode_texts(bundle, txt, bs),
+                                 params.data_dir / "benchmark", batch_size=bs)
+    result = {"model": label, "profile": params.profile, **result}
+    write_metrics(params.metrics_dir / "evaluate" / f"{label}.json", result)
+    return result
+
+
+def render_reports(params: Params) -> dict:
+    """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset) and ``gradient_ratio.png``."""
+    from analysis.report import render_report
+
+    labels = model_labels(params)
+    evals = {lab: params.metrics_dir / "evaluate" / f"{lab}.json" for lab in labels}
+    train_dirs = {lab: params.metrics_dir / "train" / lab for lab in labels if lab != "base"}
+    return render_report(evals, train_dirs, params.reports_dir)
+
+
+def dump_json(obj) -> str:
+    """Pretty JSON for stage logs."""
+    return json.dumps(obj, indent=2, default=str)
+
+
+def run_stage(description: str, fn, argv=None, **arguments) -> dict:
+    """Thin CLI shared by ``stages/*.py``: parse ``--params`` plus ``arguments`` (name -> argparse kwargs), load
+    and validate params, call ``fn(params, **parsed)`` and print its result as JSON.
+
+    Raises:
+        SystemExit: on bad command-line arguments (argparse).
+        ParamsError: on invalid params, naming the key.
+    """
+    import argparse
+
+    from concrete_jungle.params import load_params
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--params", default="params.yaml", help="params file (default: params.yaml)")
+    for name, kwargs in arguments.items():
+        parser.add_argument(f"--{name}", required=True, **kwargs)
+    args = vars(parser.parse_args(argv))
+    params = load_params(args.pop("params"))
+    result = fn(params, **args)
+    print(dump_json(result))
+    return result
+

