@@ -146,7 +146,8 @@ def train_base_model(params: Params) -> dict:
         return {"steps": 0}
     records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
     preprocess = bundle.preprocess_train if bp.augment else bundle.preprocess_val
-    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed)
+    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed,
+                       cache=not bp.augment)
     return train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir, checkpoint_path=ckpt,
                              params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False)
 
@@ -165,10 +166,10 @@ def train_model(params: Params, dataset: str, loss: str) -> dict:
     preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
     hard = loss != "clip"
     if hard:
-        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer)
+        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=not tp.augment)
     else:
         ds = AnchorDataset([{"image": r["image"], "anchor": r["caption"], "captions": [r["caption"]]} for r in batch],
-                           preprocess, bundle.tokenizer, caption="anchor", seed=params.seed)
+                           preprocess, bundle.tokenizer, caption="anchor", seed=params.seed, cache=not tp.augment)
     live_dir = params.metrics_dir / "train" / label
     if live_dir.exists():
         shutil.rmtree(live_dir)

@@ -52,7 +52,32 @@ def _load_rgb(path: str) -> Image.Image:
         raise OSError(f"cannot read image {path}: {err}") from err
 
 
-class AnchorDataset(Dataset):
+class _CachedInputs:
+    """Memoises preprocessed images (by path) and token rows (by text), so every epoch after the first skips
+    decoding, resizing and BPE. Only for deterministic preprocessing (``augment: false``): with random
+    augmentation set ``cache=False``."""
+
+    def _init_cache(self, preprocess: Callable, tokenizer: Callable, cache: bool) -> None:
+        self.preprocess, self.tokenizer, self.cache = preprocess, tokenizer, cache
+        self._images: dict[str, torch.Tensor] = {}
+        self._tokens: dict[str, torch.Tensor] = {}
+
+    def _image(self, path: str) -> torch.Tensor:
+        if not self.cache:
+            return self.preprocess(_load_rgb(path))
+        if path not in self._images:
+            self._images[path] = self.preprocess(_load_rgb(path))
+        return self._images[path]
+
+    def _text(self, text: str) -> torch.Tensor:
+        if not self.cache:
+            return self.tokenizer([text])[0]
+        if text not in self._tokens:
+            self._tokens[text] = self.tokenizer([text])[0]
+        return self._tokens[text]
+
+
+class AnchorDataset(_CachedInputs, Dataset):
     """Image-caption pairs from a corpus manifest (no hard negatives), for the base-model stage.
 
     Items are ``(image [3, H, W] float, tokens [L] long)``. ``caption="anchor"`` always uses the anchor caption;
@@ -60,12 +85,13 @@ class AnchorDataset(Dataset):
     """
 
     def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, caption: str = "random",
-                 seed: int = 0) -> None:
+                 seed: int = 0, cache: bool = True) -> None:
         if not records:
             raise ValueError("AnchorDataset: the manifest has no records")
         if caption not in ("random", "anchor"):
             raise ValueError(f"caption must be 'random' or 'anchor', got {caption!r}")
-        self.records, self.preprocess, self.tokenizer = list(records), preprocess, tokenizer
+        self.records = list(records)
+        self._init_cache(preprocess, tokenizer, cache)
         self.caption, self.seed, self.epoch = caption, seed, 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -81,10 +107,10 @@ class AnchorDataset(Dataset):
         else:
             rng = random.Random(hash((self.seed, self.epoch, i)))
             text = rng.choice(rec["captions"])
-        return self.preprocess(_load_rgb(rec["image"])), self.tokenizer([text])[0]
+        return self._image(rec["image"]), self._text(text)
 
 
-class ConcreteBatchDataset(Dataset):
+class ConcreteBatchDataset(_CachedInputs, Dataset):
     """ConcreteBatch records as training quadruples (paper Sec. 2.2-2.3).
 
     Items are ``(image, tokens, negative_image, negative_tokens, c_i, valid)`` with images ``[3, H, W]``, tokens
@@ -92,29 +118,23 @@ class ConcreteBatchDataset(Dataset):
     to the anchor's (its hard-negative entries are then masked, never pushed away).
     """
 
-    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable) -> None:
+    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, cache: bool = True) -> None:
         if not records:
             raise ValueError("ConcreteBatchDataset: the ConcreteBatch has no records")
         for key in ("image", "caption", "negative_caption", "negative_image", "c_i"):
             if key not in records[0]:
                 raise ValueError(f"ConcreteBatch record lacks {key!r}: {sorted(records[0])}")
-        self.records, self.preprocess, self.tokenizer = list(records), preprocess, tokenizer
+        self.records = list(records)
+        self._init_cache(preprocess, tokenizer, cache)
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, i: int):
         r = self.records[i]
-        tok = self.tokenizer([r["caption"], r["negative_caption"]])
-        valid = not torch.equal(tok[0], tok[1])
-        return (
-            self.preprocess(_load_rgb(r["image"])),
-            tok[0],
-            self.preprocess(_load_rgb(r["negative_image"])),
-            tok[1],
-            float(r["c_i"]),
-            valid,
-        )
+        tok, neg_tok = self._text(r["caption"]), self._text(r["negative_caption"])
+        valid = not torch.equal(tok, neg_tok)
+        return self._image(r["image"]), tok, self._image(r["negative_image"]), neg_tok, float(r["c_i"]), valid
 
 
 def collate_pairs(batch):
@@ -210,7 +230,8 @@ def train_contrastive(
         total = min(total, loop.max_steps)
     warmup = int(round(loop.warmup_frac * total))
     opt = torch.optim.AdamW(_param_groups(model, loop.weight_decay), lr=loop.lr, betas=(0.9, 0.98), eps=1e-6)
-    use_bf16 = loop.precision == "bf16"
+    # The loop's precision decides autocast; ModelBundle.autocast also picks the fast CPU attention kernel for bf16.
+    bundle.spec = bundle.spec.model_copy(update={"precision": loop.precision})
     live = Live(dir=str(live_dir), save_dvc_exp=False, dvcyaml=None, report=None)
     step, t0, seen = 0, time.time(), 0
     last: dict[str, float] = {}
@@ -226,7 +247,7 @@ def train_contrastive(
             for g in opt.param_groups:
                 g["lr"] = lr
             images, texts = batch["images"].to(device), batch["texts"].to(device)
-            with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=use_bf16):
+            with bundle.autocast():
                 out = model(images, texts)
                 img_f, txt_f, scale = out["image_features"], out["text_features"], out["logit_scale"]
             img_f, txt_f = img_f.float(), txt_f.float()
