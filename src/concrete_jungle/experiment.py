@@ -181,7 +181,7 @@ def train_model(params: Params, dataset: str, loss: str) -> dict:
 # ---------------------------------------------------------------------------------------- evaluation
 def evaluate_model(params: Params, label: str) -> dict:
     """Stage ``evaluate@<label>``: SugarCrepe-format accuracy per subset, micro and macro averages, written to
-    ``metrics/<profile>/evaluate/<label>.json``."""
+    ``metrics/<profile>/evaluate/<label>.json``; per-item verdicts to ``data/<profile>/verdicts/<label>.json``."""
     import torch
 
     from concrete_jungle.evaluation.sugarcrepe import evaluate_sugarcrepe
@@ -192,6 +192,8 @@ def evaluate_model(params: Params, label: str) -> dict:
     bs = params.evaluate.batch_size
     result = evaluate_sugarcrepe(lambda ims: encode_images(bundle, ims, bs), lambda txt: encode_texts(bundle, txt, bs),
                                  params.data_dir / "benchmark", batch_size=bs)
+    # Per-item verdicts (for paired comparisons between models) go to a DVC-cached file, not the metrics JSON.
+    write_json(params.data_dir / "verdicts" / f"{label}.json", {"model": label, "verdicts": result.pop("verdicts", {})})
     result = {"model": label, "profile": params.profile, **result}
     write_metrics(params.metrics_dir / "evaluate" / f"{label}.json", result)
     return result

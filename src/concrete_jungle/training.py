@@ -287,5 +287,7 @@ def train_contrastive(
     elapsed = time.time() - t0
     summary = {"steps": step, "samples_per_s": seen / max(elapsed, 1e-9), "wall_s": elapsed, **last}
     live.end()
-    save_checkpoint(checkpoint_path, bundle, params=params_dump, step=step, extra={"summary": summary})
+    # Wall-clock figures stay out of the checkpoint so that a re-run with the same seed writes identical bytes.
+    save_checkpoint(checkpoint_path, bundle, params=params_dump, step=step,
+                    extra={"summary": {k: v for k, v in summary.items() if k not in ("wall_s", "samples_per_s")}})
     return summary

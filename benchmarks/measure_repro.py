@@ -1,0 +1,69 @@
+"""Wall time and peak memory of a whole `dvc repro` (README figures).
+
+Runs the given command (default ``dvc repro``) and samples, every 0.25 s, the resident memory of its whole process
+tree (DVC plus the stage it is running): the peak of the sum is what the machine must hold. Also records the
+largest single process. Writes ``benchmarks/results/<name>.json``.
+
+    python benchmarks/measure_repro.py --name dvc_repro_world -- dvc repro -f
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+
+def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    total = peak = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            rss = p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        total += rss
+        peak = max(peak, rss)
+    return total, peak
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--name", required=True, help="result name: benchmarks/results/<name>.json")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="command after --, default: dvc repro")
+    args = parser.parse_args(argv)
+    cmd = [c for c in args.cmd if c != "--"] or ["dvc", "repro"]
+    t0 = time.time()
+    child = subprocess.Popen(cmd)
+    proc = psutil.Process(child.pid)
+    peak_total = peak_single = 0
+    while child.poll() is None:
+        total, single = _tree_rss(proc)
+        peak_total, peak_single = max(peak_total, total), max(peak_single, single)
+        time.sleep(0.25)
+    wall = time.time() - t0
+    result = {
+        "command": " ".join(cmd),
+        "exit_code": child.returncode,
+        "wall_s": round(wall, 1),
+        "peak_tree_rss_gib": round(peak_total / 2**30, 2),
+        "peak_single_process_rss_gib": round(peak_single / 2**30, 2),
+        "cpus": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+    }
+    out = Path(__file__).parent / "results" / f"{args.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main()["exit_code"])
