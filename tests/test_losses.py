@@ -146,3 +146,13 @@ def test_errors_name_the_problem():
         InfoNCELoss()(img[:3], txt[:3], 10.0)
     with pytest.raises(ValueError, match="unknown loss"):
         build_loss("triplet")
+
+
+def test_stats_when_every_hard_negative_is_masked():
+    img, txt = _normed(6, 8, seed=5)
+    loss_fn = InfoNCELoss()
+    out = loss_fn(img, txt, 100.0, hard_negative_valid=torch.zeros(3, dtype=torch.bool))["contrastive_loss"]
+    assert torch.isfinite(out)
+    assert loss_fn.stats["gradient_ratio"] == 0.0
+    assert loss_fn.stats["easy_negative_share"] == 1.0
+    assert loss_fn.stats["logit_gap"] == 0.0

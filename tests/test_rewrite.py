@@ -247,3 +247,16 @@ def test_vocabulary_rewrites_spatial_phrase_to_its_opposite_phrase():
     # "next to" has no opposite phrase: counted as no_substitute, never replaced by an ungrammatical word
     cap2 = "a red circle next to a blue square"
     assert rw.rewrite([RewriteRequest(cap2, "next to", 13, 20, "relation", "next")])[0].reason == "no_substitute"
+
+
+@pytest.mark.parametrize(
+    "caption, span, output, reason",
+    [
+        ("a red car", (2, 5), "an red car", "keyword_unchanged"),  # only the article changed
+        ("a red car", (6, 9), "a red car!", "keyword_unchanged"),  # punctuation is not a rewrite
+        ("a cat on a mat", (2, 5), "a a cat on a mat", "outside_keyword_span"),  # doubled article
+        ("a red car", (2, 5), "an orange car", None),
+    ],
+)
+def test_validator_rejects_rewrites_that_keep_the_keyword(caption, span, output, reason):
+    assert validate_rewrite(caption, span[0], span[1], output) == reason

@@ -161,6 +161,7 @@ def test_prepare_benchmark_fixture(tmp_path):
         "source": "fixture",
         "n_items": {"sub_a": 2, "sub_b": 1},
         "skipped": {"sub_a": {}, "sub_b": {"image_missing": 1}},
+        "dropped_empty_subsets": [],
     }
     assert json.loads((out / "meta.json").read_text()) == meta
     assert json.loads((out / "sub_b.json").read_text()) == {
@@ -169,6 +170,16 @@ def test_prepare_benchmark_fixture(tmp_path):
     items, skipped = load_sugarcrepe(out)  # image_root now comes from meta.json
     assert {k: len(v) for k, v in items.items()} == {"sub_a": 2, "sub_b": 1}
     assert skipped == {"sub_a": {}, "sub_b": {}}
+
+
+def test_prepare_benchmark_drops_a_subset_without_images(tmp_path):
+    bench = _bench(tmp_path, with_meta=False)
+    for p in (tmp_path / "imgs").glob("blue*"):
+        p.unlink()
+    meta = prepare_benchmark(bench, tmp_path / "imgs", tmp_path / "out", "fixture")
+    assert meta["dropped_empty_subsets"] == ["sub_b"] and "sub_b" not in meta["n_items"]
+    items, _ = load_sugarcrepe(tmp_path / "out")  # the evaluator reads the kept subsets only
+    assert set(items) == {"sub_a"}
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared real data not found at {SHARED}")

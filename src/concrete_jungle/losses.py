@@ -169,9 +169,10 @@ class HardNegativeContrastiveLoss(nn.Module):
     L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/(2N) sum_i log softmax(s~_{i,:})_i (paper Sec. 2.3), where
     s~_{i,i'} = s_{i,i'} + m_i and every other entry is unchanged.
 
-    After each forward the detached statistics of the batch are in ``self.stats``: ``gradient_ratio`` (mean over
-    rows and both directions of p_{i,i'} / (1 - p_{i,i})), ``easy_negative_share`` (1 - that), ``margin_mean`` and
-    ``logit_gap`` (mean s_{i,i} - s_{i,i'} before the margin, logit space).
+    After each forward the detached statistics of the batch are in ``self.stats``, over valid (unmasked) pairs:
+    ``gradient_ratio`` (mean over rows and both directions of p_{i,i'} / (1 - p_{i,i}); 0 when every hard negative
+    is masked), ``easy_negative_share`` (1 - that), ``margin_mean`` and ``logit_gap`` (mean s_{i,i} - s_{i,i'}
+    before the margin, image->text, logit space).
     """
 
     name = "hard_negative"
@@ -231,14 +232,18 @@ class HardNegativeContrastiveLoss(nn.Module):
         with torch.no_grad():
             ratio = torch.cat([hard_negative_gradient_ratio(li, valid_2n), hard_negative_gradient_ratio(lt, valid_2n)])
             n_valid = ratio.numel() if valid_2n is None else int(valid_2n.sum()) * 2
-            mean_ratio = float(ratio.sum() / max(n_valid, 1))
+            # With every hard negative masked, all of the push goes to easy negatives: ratio 0, share 1.
+            mean_ratio = float(ratio.sum() / n_valid) if n_valid else 0.0
             cols = hard_negative_index(two_n, device)
             gap = (logits_per_image.diagonal() - logits_per_image[labels, cols]).float()
+            pair_ok = torch.ones(n, dtype=torch.bool, device=device) if hard_negative_valid is None \
+                else hard_negative_valid.to(device=device, dtype=torch.bool)
+            gap_ok = torch.cat([pair_ok, pair_ok])
             self.stats = {
                 "gradient_ratio": mean_ratio,
-                "easy_negative_share": 1.0 - mean_ratio if n_valid else 0.0,
-                "margin_mean": 0.0 if margin is None else float(margin.float().mean()),
-                "logit_gap": float(gap.mean()),
+                "easy_negative_share": 1.0 - mean_ratio,
+                "margin_mean": 0.0 if margin is None or not pair_ok.any() else float(margin.float()[pair_ok].mean()),
+                "logit_gap": float(gap[gap_ok].mean()) if gap_ok.any() else 0.0,
             }
         return {"contrastive_loss": loss} if output_dict else loss
 

@@ -52,6 +52,13 @@ def _load_rgb(path: str) -> Image.Image:
         raise OSError(f"cannot read image {path}: {err}") from err
 
 
+def _check_files(paths: Sequence[str], what: str) -> None:
+    """Raise ``FileNotFoundError`` naming up to three missing image files of ``what`` (checked before training)."""
+    missing = sorted({p for p in paths if not Path(p).is_file()})
+    if missing:
+        raise FileNotFoundError(f"{what}: {len(missing)} image file(s) missing, e.g. {missing[:3]}")
+
+
 class _CachedInputs:
     """Memoises preprocessed images (by path) and token rows (by text), so every epoch after the first skips
     decoding, resizing and BPE. Only for deterministic preprocessing (``augment: false``): with random
@@ -91,6 +98,7 @@ class AnchorDataset(_CachedInputs, Dataset):
         if caption not in ("random", "anchor"):
             raise ValueError(f"caption must be 'random' or 'anchor', got {caption!r}")
         self.records = list(records)
+        _check_files([r["image"] for r in self.records], "corpus manifest")
         self._init_cache(preprocess, tokenizer, cache)
         self.caption, self.seed, self.epoch = caption, seed, 0
 
@@ -121,9 +129,13 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
     def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, cache: bool = True) -> None:
         if not records:
             raise ValueError("ConcreteBatchDataset: the ConcreteBatch has no records")
-        for key in ("image", "caption", "negative_caption", "negative_image", "c_i"):
-            if key not in records[0]:
-                raise ValueError(f"ConcreteBatch record lacks {key!r}: {sorted(records[0])}")
+        for idx, rec in enumerate(records):
+            for key in ("image", "caption", "negative_caption", "negative_image", "c_i"):
+                if rec.get(key) is None:
+                    hint = (" (text-only hard negatives, image_negatives: none: the 2N x 2N losses need a negative"
+                            " image; use image_negatives scene or retrieval)") if key == "negative_image" else ""
+                    raise ValueError(f"ConcreteBatch record {idx} ({rec.get('anchor_id')}) lacks {key!r}{hint}")
+        _check_files([p for r in records for p in (r["image"], r["negative_image"])], "ConcreteBatch")
         self.records = list(records)
         self._init_cache(preprocess, tokenizer, cache)
 
@@ -237,56 +249,56 @@ def train_contrastive(
     last: dict[str, float] = {}
     bar = tqdm(total=total, desc=f"train {Path(str(live_dir)).name}", unit="step")
     epoch = 0
-    while step < total:
-        if hasattr(dataset, "set_epoch"):
-            dataset.set_epoch(epoch)
-        for batch in loader:
-            if step >= total:
-                break
-            lr = cosine_lr(step, total, warmup, loop.lr)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            images, texts = batch["images"].to(device), batch["texts"].to(device)
-            with bundle.autocast():
-                out = model(images, texts)
-                img_f, txt_f, scale = out["image_features"], out["text_features"], out["logit_scale"]
-            img_f, txt_f = img_f.float(), txt_f.float()
-            if hard_negatives:
-                losses = loss_fn(img_f, txt_f, scale, batch["concreteness"].to(device), batch["valid"].to(device))
-            else:
-                losses = loss_fn(img_f, txt_f, scale, output_dict=True)
-            total_loss = sum(losses.values())
-            if not torch.isfinite(total_loss):
-                bar.close()
-                live.end()
-                raise NonFiniteLossError(
-                    f"non-finite loss {total_loss.item()} at step {step} of {live_dir}; no checkpoint written")
-            opt.zero_grad(set_to_none=True)
-            total_loss.backward()
-            if loop.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), loop.grad_clip)
-            opt.step()
-            with torch.no_grad():
-                model.logit_scale.clamp_(0, LOGIT_SCALE_MAX)
-            seen += images.shape[0]
-            step += 1
-            bar.update(1)
-            if step % loop.log_every == 0 or step == total:
-                last = {k: float(v.detach()) for k, v in losses.items()}
-                last["loss"] = float(total_loss.detach())
-                last["logit_scale"] = float(model.logit_scale.detach().exp())
-                last["lr"] = lr
-                if isinstance(loss_fn, HardNegativeContrastiveLoss):
-                    last.update(loss_fn.stats)
-                live.step = step
-                for k, v in last.items():
-                    live.log_metric(f"train/{k}", v)
-                bar.set_postfix(loss=f"{last['loss']:.3f}")
-        epoch += 1
-    bar.close()
+    try:
+        while step < total:
+            if hasattr(dataset, "set_epoch"):
+                dataset.set_epoch(epoch)
+            for batch in loader:
+                if step >= total:
+                    break
+                lr = cosine_lr(step, total, warmup, loop.lr)
+                for g in opt.param_groups:
+                    g["lr"] = lr
+                images, texts = batch["images"].to(device), batch["texts"].to(device)
+                with bundle.autocast():
+                    out = model(images, texts)
+                    img_f, txt_f, scale = out["image_features"], out["text_features"], out["logit_scale"]
+                img_f, txt_f = img_f.float(), txt_f.float()
+                if hard_negatives:
+                    losses = loss_fn(img_f, txt_f, scale, batch["concreteness"].to(device), batch["valid"].to(device))
+                else:
+                    losses = loss_fn(img_f, txt_f, scale, output_dict=True)
+                total_loss = sum(losses.values())
+                if not torch.isfinite(total_loss):
+                    raise NonFiniteLossError(
+                        f"non-finite loss {total_loss.item()} at step {step} of {live_dir}; no checkpoint written")
+                opt.zero_grad(set_to_none=True)
+                total_loss.backward()
+                if loop.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), loop.grad_clip)
+                opt.step()
+                with torch.no_grad():
+                    model.logit_scale.clamp_(0, LOGIT_SCALE_MAX)
+                seen += images.shape[0]
+                step += 1
+                bar.update(1)
+                if step % loop.log_every == 0 or step == total:
+                    last = {k: float(v.detach()) for k, v in losses.items()}
+                    last["loss"] = float(total_loss.detach())
+                    last["logit_scale"] = float(model.logit_scale.detach().exp())
+                    last["lr"] = lr
+                    if isinstance(loss_fn, HardNegativeContrastiveLoss):
+                        last.update(loss_fn.stats)
+                    live.step = step
+                    for k, v in last.items():
+                        live.log_metric(f"train/{k}", v)
+                    bar.set_postfix(loss=f"{last['loss']:.3f}")
+            epoch += 1
+    finally:  # logs and the progress bar are closed even when a step fails
+        bar.close()
+        live.end()
     elapsed = time.time() - t0
     summary = {"steps": step, "samples_per_s": seen / max(elapsed, 1e-9), "wall_s": elapsed, **last}
-    live.end()
     # Wall-clock figures stay out of the checkpoint so that a re-run with the same seed writes identical bytes.
     save_checkpoint(checkpoint_path, bundle, params=params_dump, step=step,
                     extra={"summary": {k: v for k, v in summary.items() if k not in ("wall_s", "samples_per_s")}})

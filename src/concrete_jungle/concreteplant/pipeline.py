@@ -21,6 +21,7 @@ __all__ = ["run_concreteplant", "DATASET_SEED_OFFSET"]
 
 # Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise.
 DATASET_SEED_OFFSET = {"hc": 11, "lc": 23, "wo": 37}
+_TEXT_ONLY = ""  # marker of a text-only hard negative (image_negatives: none)
 
 
 def _image_mode(cp: Any, records: list[dict]) -> str:
@@ -107,8 +108,8 @@ def run_concreteplant(
             if path is None:
                 skipped[f"image_{reason}"] += 1
             neg_images.append(path)
-    else:  # "none": the anchor image stands in (text-only hard negative)
-        neg_images = [r["image"] for r, _, _ in rewritten]
+    else:  # "none": text-only hard negatives; negative_image is null (the 2N x 2N losses refuse such records)
+        neg_images = [_TEXT_ONLY] * len(rewritten)
 
     batch = []
     for (rec, kw, neg), neg_img in zip(rewritten, neg_images):
@@ -117,7 +118,7 @@ def run_concreteplant(
         batch.append({
             "anchor_id": rec["id"], "image": rec["image"], "caption": rec["anchor"], "keyword": kw.text,
             "lemma": kw.lemma, "type": kw.type, "span": [kw.start, kw.end], "c_i": float(kw.concreteness),
-            "negative_caption": neg, "negative_image": neg_img,
+            "negative_caption": neg, "negative_image": None if neg_img is _TEXT_ONLY else neg_img,
         })
     cs = [b["c_i"] for b in batch]
     types = Counter(b["type"] for b in batch)

@@ -194,12 +194,16 @@ def _strip_period(text: str) -> str:
     return text[:-1].rstrip() if text.endswith(".") else text
 
 
+_PUNCT = re.compile(r"[^\w\s'-]")
+
+
 def validate_rewrite(caption: str, start: int, end: int, negative_caption: str | None) -> str | None:
     """Check a rewritten caption; return a rejection reason or ``None`` when it is acceptable.
 
     Reasons, in the order checked: ``"empty"`` (None or blank), ``"multi_line"`` (a line break inside the
     stripped text), ``"unchanged"`` (equal to the caption), ``"outside_keyword_span"`` (anything outside
-    ``caption[start:end]`` differs, except an a/an article right before the span). Comparisons ignore case,
+    ``caption[start:end]`` differs, except an a/an article right before the span, or an article is doubled),
+    ``"keyword_unchanged"`` (the span's new text equals the keyword up to punctuation). Comparisons ignore case,
     whitespace runs, surrounding whitespace and one final period. Deleting the keyword (an empty
     replacement) is reported as ``"outside_keyword_span"``.
 
@@ -223,11 +227,18 @@ def validate_rewrite(caption: str, start: int, end: int, negative_caption: str |
     if m:
         head = prefix[: m.start(2)]
         prefixes = [head + "a ", head + "an "]
+    keyword = _PUNCT.sub("", _norm(caption[start:end])).strip()
     for p in prefixes:
         if len(neg) > len(p) + len(suffix) and neg.startswith(p) and neg.endswith(suffix):
             middle = neg[len(p) : len(neg) - len(suffix)]
-            if middle.strip():
-                return None
+            if not middle.strip():
+                continue
+            new = _PUNCT.sub("", middle).strip()
+            if new == keyword:
+                return "keyword_unchanged"
+            if new.split(" ", 1)[0] in ("a", "an", "the") and (" " + p.rstrip()).endswith((" a", " an", " the")):
+                return "outside_keyword_span"  # a doubled article ("a a cat")
+            return None
     return "outside_keyword_span"
 
 

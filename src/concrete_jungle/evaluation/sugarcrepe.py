@@ -162,26 +162,29 @@ def prepare_benchmark(
 
     Returns:
         The meta dict written to ``out_dir/meta.json``: ``{"image_root": str, "source": str,
-        "n_items": {subset: int}, "skipped": {subset: {reason: int}}}``.
+        "n_items": {subset: int}, "skipped": {subset: {reason: int}}, "dropped_empty_subsets": [subset]}``;
+        a subset none of whose images exists is dropped (listed there) instead of being written empty.
 
     Raises:
         FileNotFoundError / ValueError: as :func:`load_sugarcrepe`; ``FileNotFoundError`` also when
-        ``image_root`` is not a folder.
+        ``image_root`` is not a folder; ``ValueError`` when no item at all has its image.
     """
     if not Path(image_root).is_dir():
         raise FileNotFoundError(f"prepare_benchmark: image_root is not a folder: {image_root}")
     items, skipped = load_sugarcrepe(src_dir, image_root=image_root, subsets=subsets)
     out_dir = Path(out_dir)
+    empty = sorted(name for name, kept in items.items() if not kept)
+    if len(empty) == len(items):
+        raise ValueError(f"prepare_benchmark: no item of {src_dir} has its image under {image_root}")
     for name, kept in items.items():
-        write_json(
-            out_dir / f"{name}.json",
-            {it["id"]: {k: it[k] for k in _ITEM_KEYS} for it in kept},
-        )
+        if kept:
+            write_json(out_dir / f"{name}.json", {it["id"]: {k: it[k] for k in _ITEM_KEYS} for it in kept})
     meta = {
         "image_root": str(image_root),
         "source": source_name,
-        "n_items": {name: len(kept) for name, kept in items.items()},
+        "n_items": {name: len(kept) for name, kept in items.items() if kept},
         "skipped": skipped,
+        "dropped_empty_subsets": empty,  # every item's image was absent; left out rather than scored on 0 items
     }
     write_json(out_dir / "meta.json", meta)
     return meta
