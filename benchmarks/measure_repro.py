@@ -21,16 +21,18 @@ from pathlib import Path
 import psutil
 
 
-def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
+def _tree_rss(proc: psutil.Process) -> tuple[int, int, str]:
     total = peak = 0
+    who = ""
     for p in [proc, *proc.children(recursive=True)]:
         try:
             rss = p.memory_info().rss
+            if rss > peak:
+                peak, who = rss, " ".join(p.cmdline())
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         total += rss
-        peak = max(peak, rss)
-    return total, peak
+    return total, peak, who
 
 
 def main(argv=None) -> dict:
@@ -43,9 +45,12 @@ def main(argv=None) -> dict:
     child = subprocess.Popen(cmd)
     proc = psutil.Process(child.pid)
     peak_total = peak_single = 0
+    peak_who = ""
     while child.poll() is None:
-        total, single = _tree_rss(proc)
-        peak_total, peak_single = max(peak_total, total), max(peak_single, single)
+        total, single, who = _tree_rss(proc)
+        peak_total = max(peak_total, total)
+        if single > peak_single:
+            peak_single, peak_who = single, who
         time.sleep(0.25)
     wall = time.time() - t0
     result = {
@@ -54,6 +59,7 @@ def main(argv=None) -> dict:
         "wall_s": round(wall, 1),
         "peak_tree_rss_gib": round(peak_total / 2**30, 2),
         "peak_single_process_rss_gib": round(peak_single / 2**30, 2),
+        "peak_single_process": peak_who,
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "python": sys.version.split()[0],

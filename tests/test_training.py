@@ -83,3 +83,16 @@ def test_non_finite_loss_stops_without_checkpoint(tmp_path):
         train_contrastive(bundle, ds, nan_loss, loop, seed=0, live_dir=tmp_path / "live", checkpoint_path=ckpt,
                           params_dump={}, save_checkpoint=save_checkpoint, hard_negatives=True)
     assert not ckpt.exists()
+
+
+def test_same_seed_gives_identical_weights(tmp_path):
+    states = []
+    for run in range(2):
+        bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+        ds = ConcreteBatchDataset(_toy_batch(tmp_path, 4), bundle.preprocess_val, bundle.tokenizer)
+        loop = LoopParams(epochs=1, max_steps=2, batch_size=2, log_every=1)
+        train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / f"live{run}",
+                          checkpoint_path=tmp_path / f"c{run}.pt", params_dump={}, save_checkpoint=save_checkpoint,
+                          hard_negatives=True)
+        states.append(bundle.model.state_dict())
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])

@@ -135,7 +135,7 @@ def train_base_model(params: Params) -> dict:
     from concrete_jungle.training import AnchorDataset, train_contrastive
 
     bp = params.base_model
-    bundle = build_model(bp.model)
+    bundle = build_model(bp.model, seed=params.seed)  # seeded init: a re-run writes the same weights
     ckpt = params.models_dir / "base" / "checkpoint.pt"
     live_dir = params.metrics_dir / "train" / "base"
     if live_dir.exists():
