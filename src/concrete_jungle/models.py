@@ -22,6 +22,7 @@ dot products by ``model.logit_scale.exp()`` to get logits.
 
 from __future__ import annotations
 
+from concrete_jungle.io import atomic_write
 import contextlib
 import copy
 import json
@@ -266,21 +267,10 @@ def register_lit_config() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     text = json.dumps(cfg, indent=2)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        _atomic_write_text(path, text)
+        with atomic_write(path) as fh:
+            fh.write(text)
     open_clip.add_model_config(path)
     return path
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ ranges differ by kind, so sampling toward high vs low concreteness picks differe
 
 from __future__ import annotations
 
+from concrete_jungle.io import write_json
 import copy
 import functools
 import itertools
@@ -927,9 +928,9 @@ def select_anchor(captions: Sequence[str]) -> int:
     Raises:
         ValueError: when ``captions`` is empty.
     """
-    if not captions:
-        raise ValueError("select_anchor: no captions")
-    return max(range(len(captions)), key=lambda k: (len(captions[k].split()), len(captions[k]), -k))
+    from concrete_jungle.corpus.loaders import select_anchor as anchor_text  # the one anchor rule of the corpus
+
+    return list(captions).index(anchor_text(captions))
 
 
 def world_vocabulary(cfg: WorldConfig) -> dict[str, list[str]]:
@@ -1280,12 +1281,7 @@ def generate_benchmark(cfg: WorldConfig, n_per_subset: int, out_dir: str | os.Pa
                 "negative_caption": realize_caption(neg, scene).text,
             }
         counts[subset] = len(items)
-        _write_json(out_dir / f"{subset}.json", items)
-    _write_json(out_dir / "scenes.json", {"scenes": scenes_out, "skipped": dict(sorted(skipped.items()))})
+        write_json(out_dir / f"{subset}.json", items)
+    write_json(out_dir / "scenes.json", {"scenes": scenes_out, "skipped": dict(sorted(skipped.items()))})
     return counts
 
-
-def _write_json(path: Path, obj: Any) -> None:
-    from concrete_jungle.io import write_json
-
-    write_json(path, obj)
