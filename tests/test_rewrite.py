@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from concrete_jungle.concreteplant.rewrite import (
-    A2_EXAMPLES,
+from concrete_jungle.concreteplant.lexical import (
     ATTRIBUTE_KINDS,
     OBJECT_KINDS,
     LexicalRewriter,
+    indefinite_article,
+    pluralize,
+)
+from concrete_jungle.concreteplant.rewrite import (
+    A2_EXAMPLES,
     RewriteRequest,
     RewriteResult,
     Rewriter,
     build_prompt,
-    indefinite_article,
-    pluralize,
     validate_rewrite,
 )
 
@@ -231,7 +233,7 @@ def test_prompt_uses_the_type_example_set():
 
 
 def test_word_lists_unambiguous_within_a_type():
-    from concrete_jungle.concreteplant.rewrite import RELATION_KINDS
+    from concrete_jungle.concreteplant.lexical import RELATION_KINDS
 
     for kinds in (ATTRIBUTE_KINDS, RELATION_KINDS, OBJECT_KINDS):
         words = [w for ws in kinds.values() for w in ws]

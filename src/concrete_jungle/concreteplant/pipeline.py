@@ -13,7 +13,8 @@ from tqdm.auto import tqdm
 
 from concrete_jungle.concreteplant.image_negatives import RetrievalNegatives, SceneNegatives
 from concrete_jungle.concreteplant.keywords import load_spacy, mine_keywords
-from concrete_jungle.concreteplant.rewrite import LexicalRewriter, RewriteRequest, validate_rewrite
+from concrete_jungle.concreteplant.lexical import LexicalRewriter
+from concrete_jungle.concreteplant.rewrite import RewriteRequest, validate_rewrite
 from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
 
