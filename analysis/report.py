@@ -27,10 +27,24 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from concrete_jungle.io import atomic_write, read_json  # noqa: E402
 
-__all__ = ["GRADIENT_RATIO_TSV", "sugarcrepe_table", "read_gradient_ratio", "plot_gradient_ratio", "render_report"]
+__all__ = ["GRADIENT_RATIO_TSV", "sugarcrepe_table", "read_gradient_ratio", "plot_gradient_ratio",
+           "plot_gradient_ratio_study", "render_report",
+           "save_figure"]
 
 #: Where dvclive stores the ``train/gradient_ratio`` series inside a dvclive folder.
 GRADIENT_RATIO_TSV = Path("plots") / "metrics" / "train" / "gradient_ratio.tsv"
+
+
+def save_figure(fig, out_png: str | os.PathLike) -> Path:
+    """Lay out ``fig``, write it as a PNG atomically (120 dpi; parent folders created) and close it."""
+    try:
+        fig.tight_layout()
+        out_png = Path(out_png)
+        with atomic_write(out_png, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+    return out_png
 
 
 def _cell(text: str) -> str:
@@ -157,19 +171,52 @@ def plot_gradient_ratio(runs: Mapping[str, str | os.PathLike], out_png: str | os
         ax.set_title("Gradient toward the hard negative / positive pull")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-        fig.tight_layout()
-        out_png = Path(out_png)
-        with atomic_write(out_png, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=120)
-    finally:
+    except BaseException:
         plt.close(fig)
-    return out_png
+        raise
+    return save_figure(fig, out_png)
+
+
+def plot_gradient_ratio_study(study: Mapping, out_png: str | os.PathLike) -> Path:
+    """Plot the gradient-ratio study (paper Fig. 6): ratio against batch size N (log axis), one line per loss
+    variant (InfoNCE, Cement, static margins), with the spread over batches as error bars.
+
+    Args:
+        study: the ``metrics/<p>/gradient_ratio.json`` dict (``rows`` of ``N``, ``loss``, ``gradient_ratio``,
+            ``gradient_ratio_sd``).
+        out_png: output PNG (written atomically).
+
+    Raises:
+        ValueError: if the study has no rows.
+    """
+    rows = pd.DataFrame(study.get("rows", []))
+    if rows.empty:
+        raise ValueError("plot_gradient_ratio_study: the study has no rows (every N skipped?)")
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    try:
+        for loss, df in rows.groupby("loss", sort=False):
+            df = df.sort_values("N")
+            style = "-" if loss in ("infonce", "cement") else ":"
+            ax.errorbar(df["N"], df["gradient_ratio"], yerr=df["gradient_ratio_sd"], label=str(loss), ls=style,
+                        marker="o", capsize=2)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size N (anchors; 2N x 2N logits)")
+        ax.set_ylabel("hard-negative gradient ratio")
+        ax.set_ylim(0, 1)
+        ax.set_title(f"Gradient ratio on {study.get('dataset', '?')} pairs, {study.get('model', '?')} model")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, out_png)
 
 
 def render_report(
     eval_results: Mapping[str, str | os.PathLike],
     train_dirs: Mapping[str, str | os.PathLike],
     out_dir: str | os.PathLike,
+    gradient_study: str | os.PathLike | None = None,
 ) -> dict[str, Path]:
     """Write ``out_dir/sugarcrepe.md`` (the table) and ``out_dir/gradient_ratio.png``.
 
@@ -199,4 +246,8 @@ def render_report(
     with atomic_write(md) as fh:
         fh.write(text)
     png = plot_gradient_ratio({label: Path(d) / GRADIENT_RATIO_TSV for label, d in train_dirs.items()}, out_dir / "gradient_ratio.png")
-    return {"sugarcrepe": md, "gradient_ratio": png}
+    out = {"sugarcrepe": md, "gradient_ratio": png}
+    if gradient_study is not None:
+        out["gradient_ratio_study"] = plot_gradient_ratio_study(read_json(gradient_study),
+                                                                out_dir / "gradient_ratio_study.png")
+    return out

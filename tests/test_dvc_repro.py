@@ -21,6 +21,8 @@ SHRINK = {
     "base_model": {"epochs": 1, "batch_size": 32, "log_every": 2},
     "train": {"batch_size": 16, "max_steps": 3, "log_every": 1},
     "evaluate": {"batch_size": 64},
+    "dataset_stats": {"max_records": 24, "batch_size": 24},
+    "gradient_ratio": {"batch_sizes": [4, 16], "max_pairs": 64, "n_batches": 2},
 }
 
 
@@ -66,7 +68,9 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     _run(["git", "commit", "-q", "-m", "shrunken copy"], work, env)
     _run(["dvc", "repro"], work, env)
 
-    labels = ["base"] + [f"{d}-{l}" for d in params["train"]["datasets"] for l in params["train"]["losses"]]
+    t = params["train"]
+    labels = ["base", *t["baselines"]] + [f"{d}-{loss}" for d in t["datasets"]
+                                         for loss in t["losses"] + t["margin_losses"]]
     subsets = {"add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj"}
     for label in labels:
         res = json.loads((work / "metrics/world/evaluate" / f"{label}.json").read_text())
@@ -79,5 +83,21 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     table = (work / "reports/world/sugarcrepe.md").read_text()
     assert all(label in table for label in labels)
     assert (work / "reports/world/gradient_ratio.png").stat().st_size > 1000
+    assert (work / "reports/world/gradient_ratio_study.png").stat().st_size > 1000
+    study = json.loads((work / "metrics/world/gradient_ratio.json").read_text())
+    assert {r["loss"] for r in study["rows"]} >= {"infonce", "cement", "static_margin=1"}
+    assert "D_hc" in (work / "reports/world/table1.md").read_text()
+    for d in params["concreteplant"]["datasets"]:
+        ds = json.loads((work / f"metrics/world/dataset_stats/{d}.json").read_text())
+        assert 1.0 <= ds["mean_c"] <= 5.0
     again = _run(["dvc", "repro"], work, env)
     assert "up to date" in again.lower(), again
+
+    # a margin-only change (what `dvc exp run -S margin.tau=0.3` writes) touches only margin-based stages
+    changed = yaml.safe_load((work / "params.yaml").read_text())
+    changed["margin"]["tau"] = 0.3
+    (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    proc = subprocess.run(["dvc", "status", "--json"], cwd=work, env=env, capture_output=True, text=True, check=True)
+    status = json.loads(proc.stdout)
+    expected = {f"train_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
+    assert set(status) == expected | {"gradient_ratio"}, status

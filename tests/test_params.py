@@ -54,3 +54,47 @@ def test_values_written_as_strings_by_exp_run_are_typed():
 def test_scene_negatives_need_the_scene_world():
     with pytest.raises(ParamsError, match="scene_world"):
         load_params(PARAMS, overrides={"profile": "real", "concreteplant": {"image_negatives": "scene"}})
+
+
+def test_training_grid_names_match_the_loss_registry():
+    import typing
+
+    from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, LOSSES, MARGIN_LOSSES
+    from concrete_jungle.params import TrainParams
+
+    def allowed(field):
+        (lit,) = typing.get_args(TrainParams.model_fields[field].annotation)
+        return set(typing.get_args(lit))
+
+    assert allowed("margin_losses") == set(MARGIN_LOSSES)
+    assert allowed("losses") == set(HARD_NEGATIVE_LOSSES) - set(MARGIN_LOSSES)
+    assert allowed("baselines") == set(LOSSES) - set(HARD_NEGATIVE_LOSSES)
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ({"train": {"margin_losses": ["infonce"]}}, "train.margin_losses"),
+        ({"train": {"losses": ["cement"]}}, "train.losses"),
+        ({"train": {"losses": [], "margin_losses": [], "baselines": []}}, "nothing to train"),
+        ({"concreteplant": {"shard_index": 2, "shard_count": 2}}, "concreteplant.shard_index"),
+        ({"concreteplant": {"image_edit": {"strength": 0.2, "num_inference_steps": 4}}}, "image_edit.strength"),
+        ({"concreteplant": {"rewriter": {"backend": "gpt"}}}, "concreteplant.rewriter.backend"),
+        ({"gradient_ratio": {"batch_sizes": [0, 8]}}, "gradient_ratio.batch_sizes"),
+        ({"margin": {"static": "one"}}, "margin.static"),
+    ],
+)
+def test_grid_and_generation_params_name_the_key(override, key):
+    with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
+        load_params(PARAMS, overrides={"profile": "world", **override})
+
+
+def test_margin_only_change_reruns_only_margin_stages():
+    """`dvc exp run -S margin.tau=0.3` must re-run only margin-based trainings: only their stages track `margin`."""
+    import yaml
+
+    stages = yaml.safe_load((PARAMS.parent / "dvc.yaml").read_text())["stages"]
+    with_margin = sorted(name for name, st in stages.items()
+                         if "margin" in (st.get("do", st).get("params") or []))
+    assert with_margin == ["gradient_ratio", "train_margin"]
+    assert "${train.margin_losses}" in stages["train_margin"]["matrix"]["loss"]

@@ -121,8 +121,14 @@ def test_interaction_verbs_keep_form():
 
 def test_unsupported_keyword():
     rw = LexicalRewriter(seed=0)
-    assert one(rw, req("A view of the sky", "sky", "object")) == RewriteResult(None, "no_substitute")
-    assert one(rw, req("A cat between two dogs", "between", "relation")) == RewriteResult(None, "no_substitute")
+    # abstract nouns and unknown prepositions: no list and no WordNet substitute (sense over coverage)
+    assert one(rw, req("A view of the area", "area", "object")) == RewriteResult(None, "no_substitute")
+    assert one(rw, req("A cat among two dogs", "among", "relation")) == RewriteResult(None, "no_substitute")
+    # "between" has opposites now: "in front of" / "behind", one per attempt
+    r = req("A cat between two dogs", "between", "relation")
+    got = {rw.rewrite([r], attempt=k)[0].negative_caption for k in (0, 1)}
+    assert got == {"A cat in front of two dogs", "A cat behind two dogs"}
+    assert rw.rewrite([r], attempt=2)[0] == RewriteResult(None, "no_substitute")
 
 
 def test_vocabulary_restriction():

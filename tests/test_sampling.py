@@ -136,6 +136,56 @@ def test_bad_parameters():
         within_type_probabilities([4.0, float("nan")], "hc", 2, 1.0)
 
 
+def _stream() -> list[list[Candidate]]:
+    """24 synthetic anchors with 1-5 candidates of mixed types and concreteness 1.5-4.9."""
+    types = ("attribute", "object", "object", "relation", "attribute", "object")
+    out = []
+    for a in range(24):
+        out.append([
+            _cand(types[(a + k) % 6] if a % 4 else ("object" if k % 2 else "attribute"),
+                  round(1.5 + ((a * 13 + k * 29) % 35) / 10, 2), k)
+            for k in range(1 + (a * 7) % 5)
+        ])
+    return out
+
+
+#: Picks of the sampler before its speed-up (numpy ``Generator.choice``), K = 2, T = 0.5, seed 5, on ``_stream``.
+EXPECTED_PICKS = {
+    ("type", "hc"): "att0 rel2 rel1 rel0 obj3 obj0 att0 rel2 obj1 rel0 att0 obj2 att4 obj1 rel1 rel0 att0 rel4 "
+    "obj1 rel2 att0 rel0 obj4 att1",
+    ("type", "lc"): "att0 rel2 rel1 rel0 obj1 obj0 att0 rel2 obj1 rel0 att0 obj0 att2 obj1 rel1 rel0 att2 rel4 "
+    "obj1 rel2 att0 rel0 obj1 att1",
+    ("type", "wo"): "att0 rel2 rel1 rel0 obj1 obj0 att0 rel2 obj1 rel0 att0 obj0 att2 obj1 rel1 rel0 att0 rel4 "
+    "obj1 rel2 att0 rel0 obj4 att1",
+    ("global", "hc"): "att0 obj1 rel1 rel0 obj3 obj0 att0 obj0 att0 rel0 att0 obj2 att4 obj1 att2 rel0 obj1 obj2 "
+    "att0 rel2 att0 rel0 obj3 att1",
+    ("global", "lc"): "att0 rel2 obj3 rel0 obj1 obj0 att0 rel2 att0 obj2 att0 obj0 att2 obj1 rel1 rel0 att2 obj0 "
+    "att0 obj0 att0 obj2 att0 obj0",
+    ("global", "wo"): "att0 rel2 att4 rel0 obj3 obj0 obj1 rel2 obj1 att1 att0 obj2 att0 obj0 rel1 rel0 obj1 obj2 "
+    "att0 obj0 att0 rel0 att0 obj0",
+}
+
+
+@pytest.mark.parametrize("cut,mode", sorted(EXPECTED_PICKS))
+def test_picks_unchanged_by_speed_up(cut, mode):
+    sampler = KeywordSampler(mode, top_k=2, temperature=0.5, seed=5, cut=cut)
+    assert " ".join(sampler.sample(c)[0].text for c in _stream()) == EXPECTED_PICKS[(cut, mode)]
+
+
+@pytest.mark.parametrize("mode", ["hc", "lc", "wo"])
+def test_draw_is_numpy_choice(mode):
+    """``_draw`` returns ``Generator.choice(n, p=p)``'s index and leaves the generator in the same state."""
+    gen = np.random.default_rng(99)
+    sampler = KeywordSampler(mode, top_k=3, temperature=0.7, seed=2024)
+    reference = np.random.default_rng(2024)
+    for _ in range(3000):
+        n = int(gen.integers(1, 7))
+        pool = [_cand("object", float(c), k) for k, c in enumerate(gen.uniform(1.0, 5.0, n).round(2))]
+        p = within_type_probabilities([c.concreteness for c in pool], mode, 3, 0.7)
+        assert sampler._draw(pool) == int(reference.choice(n, p=p))
+    assert sampler._rng.random() == reference.random()
+
+
 @pytest.fixture(scope="module")
 def coco_candidates():
     """Candidates of the 500 longest COCO val2017 captions (parsed once for the module)."""

@@ -1,4 +1,5 @@
-"""Training loop: batch layout, learning-rate schedule, dvclive logging and checkpoint round trip."""
+"""Training loop: batch layout, learning-rate schedule, one AdamW step (clamp, clipping, non-finite guards), dvclive
+logging, checkpoint round trip and the last good checkpoint after a non-finite loss (paper Sec. 3)."""
 
 import math
 
@@ -6,16 +7,26 @@ import pytest
 import torch
 from PIL import Image
 
-from concrete_jungle.losses import CementLoss, MarginConfig
-from concrete_jungle.models import ModelSpec, build_model, load_model, save_checkpoint
+from concrete_jungle.losses import CementLoss, MarginConfig, build_loss
+from concrete_jungle.models import ModelSpec, build_model, load_model, read_checkpoint, save_checkpoint
 from concrete_jungle.params import LoopParams
 from concrete_jungle.training import (
+    LOGIT_SCALE_MAX,
+    AnchorDataset,
     ConcreteBatchDataset,
     NonFiniteLossError,
     collate_hard_negatives,
     cosine_lr,
+    read_training_state,
     train_contrastive,
+    train_step,
 )
+
+
+def _loop(**kw) -> LoopParams:
+    """LoopParams with the trainer's new fields (checkpoint_every, distributed_loss) whether or not params.py has them."""
+    extra = {k: kw.pop(k) for k in ("checkpoint_every", "distributed_loss") if k in kw and k not in LoopParams.model_fields}
+    return LoopParams(**kw).model_copy(update=extra)
 
 
 def test_cosine_lr_by_hand():
@@ -44,7 +55,7 @@ def _toy_batch(tmp_path, n=8):
         recs.append({"image": str(tmp_path / f"a{i}.png"), "caption": f"a red square number {i}",
                      "negative_image": str(tmp_path / f"n{i}.png"),
                      "negative_caption": f"a blue square number {i}" if i else "a red square number 0",
-                     "c_i": 3.5 + i / 4})
+                     "c_i": 3.5 + (i % 8) / 8})
     return recs
 
 
@@ -52,17 +63,21 @@ def test_train_logs_gradient_ratio_and_saves_loadable_checkpoint(tmp_path):
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32))
     ds = ConcreteBatchDataset(_toy_batch(tmp_path), bundle.preprocess_val, bundle.tokenizer)
     assert ds[0][-1] is False  # negative caption identical to the anchor's: masked, never pushed away
-    loop = LoopParams(epochs=1, max_steps=2, batch_size=4, lr=1e-4, log_every=1)
+    loop = LoopParams(epochs=1, max_steps=2, batch_size=4, lr=1e-4, log_every=1, num_threads=1)
     ckpt = tmp_path / "model" / "checkpoint.pt"
     summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / "live",
                                 checkpoint_path=ckpt, params_dump={"x": 1}, save_checkpoint=save_checkpoint,
                                 hard_negatives=True)
     assert summary["steps"] == 2
     assert 0.0 < summary["gradient_ratio"] < 1.0
-    assert summary["logit_scale"] == pytest.approx(math.exp(bundle.model.logit_scale.item()), rel=1e-5)
+    assert summary["logit_scale_exp"] == pytest.approx(math.exp(bundle.model.logit_scale.item()), rel=1e-5)
     tsv = (tmp_path / "live/plots/metrics/train/gradient_ratio.tsv").read_text().splitlines()
     assert tsv[0].split("\t")[:2] == ["step", "gradient_ratio"] and len(tsv) == 3
     assert float(tsv[-1].split("\t")[1]) == pytest.approx(summary["gradient_ratio"])
+    scale_tsv = (tmp_path / "live/plots/metrics/train/logit_scale_exp.tsv").read_text().splitlines()
+    assert scale_tsv[0] == "step\tlogit_scale_exp" and 1.0 <= float(scale_tsv[-1].split("\t")[1]) <= 100.0
+    assert summary["grad_norm"] > 0 and summary["lr"] == pytest.approx(cosine_lr(1, 2, 0, 1e-4))
+    assert read_checkpoint(ckpt)["complete"] is True and read_checkpoint(ckpt)["params"] == {"x": 1}
     reloaded = load_model(ckpt)
     tokens = bundle.tokenizer(["a red square"])
     bundle.model.eval()
@@ -77,7 +92,7 @@ def test_non_finite_loss_stops_without_checkpoint(tmp_path):
     def nan_loss(*args, **kwargs):
         return {"contrastive_loss": torch.tensor(float("nan"), requires_grad=True)}
 
-    loop = LoopParams(epochs=1, max_steps=1, batch_size=4, log_every=1)
+    loop = LoopParams(epochs=1, max_steps=1, batch_size=4, log_every=1, num_threads=1)
     ckpt = tmp_path / "checkpoint.pt"
     with pytest.raises(NonFiniteLossError, match="step 0"):
         train_contrastive(bundle, ds, nan_loss, loop, seed=0, live_dir=tmp_path / "live", checkpoint_path=ckpt,
@@ -90,9 +105,131 @@ def test_same_seed_gives_identical_weights(tmp_path):
     for run in range(2):
         bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
         ds = ConcreteBatchDataset(_toy_batch(tmp_path, 4), bundle.preprocess_val, bundle.tokenizer)
-        loop = LoopParams(epochs=1, max_steps=2, batch_size=2, log_every=1)
+        loop = LoopParams(epochs=1, max_steps=2, batch_size=2, log_every=1, num_threads=1)
+        # separate folders: the second run must not resume from the first one's training state
         train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / f"live{run}",
-                          checkpoint_path=tmp_path / f"c{run}.pt", params_dump={}, save_checkpoint=save_checkpoint,
-                          hard_negatives=True)
+                          checkpoint_path=tmp_path / f"run{run}" / "c.pt", params_dump={},
+                          save_checkpoint=save_checkpoint, hard_negatives=True)
         states.append(bundle.model.state_dict())
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+
+
+# ------------------------------------------------------------------------------------------------ train_step
+class _Toy(torch.nn.Module):
+    """A linear two-tower CLIP stand-in (open_clip output dict: normalised features, exponentiated scale)."""
+
+    def __init__(self, raw_scale: float = math.log(10.0)):
+        super().__init__()
+        torch.manual_seed(0)
+        self.visual, self.text = torch.nn.Linear(6, 4), torch.nn.Linear(5, 4)
+        self.logit_scale = torch.nn.Parameter(torch.tensor(raw_scale))
+
+    def forward(self, images, texts):
+        return {"image_features": torch.nn.functional.normalize(self.visual(images), dim=-1),
+                "text_features": torch.nn.functional.normalize(self.text(texts), dim=-1),
+                "logit_scale": self.logit_scale.exp()}
+
+
+def _toy_step_batch():
+    g = torch.Generator().manual_seed(1)
+    return {"images": torch.randn(6, 6, generator=g), "texts": torch.randn(6, 5, generator=g),
+            "concreteness": torch.tensor([3.0, 4.0, 5.0]), "valid": torch.tensor([True, True, False])}
+
+
+def test_train_step_clamps_the_raw_logit_scale_to_ln_100():
+    model = _Toy(raw_scale=5.0)  # exp(5) = 148 > 100
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    out = train_step(model, _toy_step_batch(), CementLoss(MarginConfig()), opt, lr=1e-3, step=0,
+                     hard_negatives=True)
+    assert model.logit_scale.item() == pytest.approx(math.log(100.0), rel=1e-7) == LOGIT_SCALE_MAX
+    assert opt.param_groups[0]["lr"] == 1e-3 and out["grad_norm"] is None and math.isfinite(out["loss"].item())
+
+
+def test_train_step_reports_the_norm_before_clipping_and_clips_to_grad_clip():
+    batch, loss_fn = _toy_step_batch(), CementLoss(MarginConfig())
+    ref = _Toy()
+    o = ref(batch["images"], batch["texts"])
+    loss_fn(o["image_features"], o["text_features"], o["logit_scale"], concreteness=batch["concreteness"],
+            hard_negative_valid=batch["valid"])["contrastive_loss"].backward()
+    norm = torch.sqrt(sum((p.grad ** 2).sum() for p in ref.parameters()))
+    model = _Toy()
+    out = train_step(model, batch, loss_fn, torch.optim.AdamW(model.parameters(), lr=1e-3), lr=1e-3, step=0,
+                     hard_negatives=True, grad_clip=1e-3)
+    assert out["grad_norm"].item() == pytest.approx(norm.item(), rel=1e-5) and norm.item() > 1e-2
+    clipped = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))
+    assert clipped.item() == pytest.approx(1e-3, rel=1e-4)
+
+
+def test_train_step_refuses_a_non_finite_gradient_and_leaves_the_weights():
+    def finite_loss_infinite_grad(img, txt, scale, **kwargs):
+        return {"contrastive_loss": (img.sum() * 0.0).abs().sqrt()}  # value 0, d sqrt(u)/du at 0 = inf
+
+    model = _Toy()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(NonFiniteLossError, match="non-finite gradient norm nan at step 7"):
+        train_step(model, _toy_step_batch(), finite_loss_infinite_grad, torch.optim.AdamW(model.parameters()),
+                   lr=1e-3, step=7, hard_negatives=True, grad_clip=1.0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+class _NanAtCall:
+    """Cement loss whose call number ``at`` (0-based step) returns NaN."""
+
+    def __init__(self, at: int):
+        self.inner, self.at, self.calls = CementLoss(MarginConfig()), at, 0
+
+    @property
+    def stats(self):
+        return self.inner.stats
+
+    def __call__(self, *args, **kwargs):
+        out = self.inner(*args, **kwargs)
+        self.calls += 1
+        if self.calls == self.at + 1:
+            return {"contrastive_loss": out["contrastive_loss"] * float("nan")}
+        return out
+
+
+def test_non_finite_loss_after_a_checkpoint_leaves_the_last_good_one(tmp_path):
+    recs = _toy_batch(tmp_path, 4)
+    loop = _loop(epochs=2, batch_size=2, log_every=1, num_threads=1, checkpoint_every=2)
+    at_step_2 = {}
+
+    def remember(step):
+        if step == 2:
+            at_step_2.update({k: v.clone() for k, v in bundle.model.state_dict().items()})
+
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(recs, bundle.preprocess_val, bundle.tokenizer)
+    train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / "clean" / "live",
+                      checkpoint_path=tmp_path / "clean" / "checkpoint.pt", params_dump={"run": 1},
+                      save_checkpoint=save_checkpoint, hard_negatives=True, on_step_end=remember)
+
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(recs, bundle.preprocess_val, bundle.tokenizer)
+    out = tmp_path / "nan"
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan at step 3 of .*live; the last good checkpoint "
+                                                 r"is .*checkpoint\.pt with state .*state\.pt at step 2"):
+        train_contrastive(bundle, ds, _NanAtCall(3), loop, seed=0, live_dir=out / "live",
+                          checkpoint_path=out / "checkpoint.pt", params_dump={"run": 1},
+                          save_checkpoint=save_checkpoint, hard_negatives=True)
+    ckpt, state = read_checkpoint(out / "checkpoint.pt"), read_training_state(out / "state.pt")
+    assert (ckpt["step"], ckpt["complete"], ckpt["params"]) == (2, False, {"run": 1})
+    assert (state["step"], state["complete"]) == (2, False)
+    assert all(torch.equal(ckpt["state_dict"][k], v) for k, v in at_step_2.items())
+    assert all(torch.equal(state["model"][k], v) for k, v in at_step_2.items())
+    assert len((out / "live/plots/metrics/train/loss.tsv").read_text().splitlines()) == 1 + 3  # steps 1-3 logged
+
+
+def test_pairs_without_hard_negatives_train_with_the_clip_baseline(tmp_path):
+    recs = [{"image": r["image"], "anchor": r["caption"], "captions": [r["caption"], r["negative_caption"]]}
+            for r in _toy_batch(tmp_path, 4)]
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = AnchorDataset(recs, bundle.preprocess_val, bundle.tokenizer, caption="random", seed=0)
+    summary = train_contrastive(bundle, ds, build_loss("clip"), _loop(epochs=2, batch_size=2, log_every=1,
+                                num_threads=1, checkpoint_every=3), seed=0, live_dir=tmp_path / "live",
+                                checkpoint_path=tmp_path / "m" / "checkpoint.pt", params_dump={},
+                                save_checkpoint=save_checkpoint, hard_negatives=False)
+    # 4 pairs, N = 2: 2 steps an epoch; clip has no hard negatives (ratio 0, every push on easy negatives)
+    assert summary["steps"] == 4 and summary["gradient_ratio"] == 0.0 and summary["easy_negative_share"] == 1.0
+    assert read_training_state(tmp_path / "m" / "state.pt")["epoch"] == 2

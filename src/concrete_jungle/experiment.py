@@ -10,16 +10,19 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl, write_metrics
+from concrete_jungle.io import atomic_write, read_json, read_jsonl, write_json, write_jsonl, write_metrics
 from concrete_jungle.params import Params
 
 __all__ = [
     "model_labels",
+    "model_label",
     "build_corpus",
     "build_benchmark",
     "run_concreteplant_stage",
+    "dataset_stats_stage",
     "train_base_model",
     "train_model",
+    "gradient_ratio_stage",
     "evaluate_model",
     "render_reports",
     "dump_json",
@@ -28,8 +31,15 @@ __all__ = [
 
 
 def model_labels(params: Params) -> list[str]:
-    """Labels of every evaluated model: ``base`` then ``<dataset>-<loss>`` for the training grid."""
-    return ["base"] + [f"{d}-{loss}" for d in params.train.datasets for loss in params.train.losses]
+    """Labels of every evaluated model: ``base``, the baselines (``clip``), then ``<dataset>-<loss>`` for the
+    training grid (``train.losses`` then ``train.margin_losses`` per dataset)."""
+    t = params.train
+    return ["base", *t.baselines] + [f"{d}-{loss}" for d in t.datasets for loss in [*t.losses, *t.margin_losses]]
+
+
+def model_label(dataset: str, loss: str) -> str:
+    """``<dataset>-<loss>`` for a ConcreteBatch fine-tune; the loss name alone for a corpus baseline."""
+    return loss if dataset == "corpus" else f"{dataset}-{loss}"
 
 
 def _fresh_dir(path: Path) -> Path:
@@ -119,12 +129,39 @@ def run_concreteplant_stage(params: Params, dataset: str) -> dict:
     records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
     out = _fresh_dir(params.data_dir / "concreteplant" / dataset)
     batch, stats = run_concreteplant(records, dataset, params.concreteplant, params.world, out, seed=params.seed)
+    if batch is None:  # this process' shards are done; others (concreteplant.shard_index) are still missing
+        return stats
     write_jsonl(out / "concretebatch.jsonl", batch)
     write_metrics(params.metrics_dir / "concreteplant" / f"{dataset}.json", stats)
     return stats
 
 
+def dataset_stats_stage(params: Params, dataset: str) -> dict:
+    """Stage ``dataset_stats@<dataset>``: paper Table 1 figures of one ConcreteBatch (mean / median c_i, I2T / T2I
+    accuracy, BERTScore, CLIP-L / CLIP-V, DINOScore, unique keywords) under the reference model
+    (:func:`~concrete_jungle.evaluation.dataset_stats.dataset_statistics`). Writes
+    ``metrics/<p>/dataset_stats/<dataset>.json`` and the c_i histogram ``reports/<p>/dataset_stats/<dataset>.png``."""
+    from analysis.dataset_stats import plot_concreteness_histogram
+    from concrete_jungle.evaluation.dataset_stats import dataset_statistics, reference_checkpoint
+    from concrete_jungle.models import load_model
+
+    cfg = params.dataset_stats
+    bundle = load_model(reference_checkpoint(cfg.reference_model, params.models_dir))
+    records = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
+    stats = dataset_statistics(records, bundle, cfg, dataset=dataset)
+    write_metrics(params.metrics_dir / "dataset_stats" / f"{dataset}.json", stats)
+    plot_concreteness_histogram({dataset: [r["c_i"] for r in records]},
+                                params.reports_dir / "dataset_stats" / f"{dataset}.png")
+    return stats
+
+
 # ------------------------------------------------------------------------------------------ training
+def _state_path(params: Params, label: str) -> Path:
+    """Resumable training state of run ``label``: outside the DVC outputs (DVC deletes those before a re-run), so
+    a killed ``dvc repro`` resumes from the last checkpoint (``checkpoint_every``); removed when the run ends."""
+    return params.models_dir / "resume" / label / "state.pt"
+
+
 def train_base_model(params: Params) -> dict:
     """Stage ``base_model``: build the starting model and (unless ``base_model.train`` is false) train it
     contrastively (open_clip ClipLoss, N x N) on the corpus anchors alone. Writes ``models/<p>/base/checkpoint.pt``
@@ -138,8 +175,6 @@ def train_base_model(params: Params) -> dict:
     bundle = build_model(bp.model, seed=params.seed)  # seeded init: a re-run writes the same weights
     ckpt = params.models_dir / "base" / "checkpoint.pt"
     live_dir = params.metrics_dir / "train" / "base"
-    if live_dir.exists():
-        shutil.rmtree(live_dir)
     if not bp.train:
         save_checkpoint(ckpt, bundle, params=params.model_dump(), step=0)
         write_metrics(live_dir / "metrics.json", {"steps": 0})
@@ -149,33 +184,83 @@ def train_base_model(params: Params) -> dict:
     ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed,
                        cache=not bp.augment)
     return train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir, checkpoint_path=ckpt,
-                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False)
+                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False,
+                             state_path=_state_path(params, "base"), keep_state=False)
 
 
 def train_model(params: Params, dataset: str, loss: str) -> dict:
-    """Stage ``train@<dataset>-<loss>``: fine-tune the base model on ConcreteBatch ``dataset`` with ``loss``
-    (``infonce`` / ``cement``: 2N x 2N with hard negatives; ``clip``: anchors only, N x N)."""
-    from concrete_jungle.losses import build_loss
+    """Stage ``train@<dataset>-<loss>`` / ``train_margin@<dataset>-<loss>``: fine-tune the base model on
+    ConcreteBatch ``dataset`` with a hard-negative ``loss`` (2N x 2N; :data:`~concrete_jungle.losses.LOSSES`), or
+    stage ``train_baseline@<loss>`` (``dataset`` = ``corpus``): fine-tune on the corpus anchors without hard
+    negatives (``clip``: N x N). Writes ``models/<p>/<label>/checkpoint.pt`` and dvclive logs in
+    ``metrics/<p>/train/<label>`` (:func:`model_label`).
+
+    Raises:
+        ValueError: for a baseline loss on a ConcreteBatch or a hard-negative loss on the corpus.
+    """
+    from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, build_loss
     from concrete_jungle.models import load_model, save_checkpoint
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
     tp = params.train
-    label = f"{dataset}-{loss}"
+    label = model_label(dataset, loss)
+    hard = loss in HARD_NEGATIVE_LOSSES
+    if hard == (dataset == "corpus"):
+        raise ValueError(f"loss {loss!r} {'needs' if hard else 'takes no'} hard negatives: dataset {dataset!r} "
+                         f"{'has none' if hard else 'is a ConcreteBatch'}")
     bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
-    batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
     preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
-    hard = loss != "clip"
     if hard:
+        batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
         ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=not tp.augment)
     else:
-        ds = AnchorDataset([{"image": r["image"], "anchor": r["caption"], "captions": [r["caption"]]} for r in batch],
-                           preprocess, bundle.tokenizer, caption="anchor", seed=params.seed, cache=not tp.augment)
+        records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+        ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
+                           cache=not tp.augment)
     live_dir = params.metrics_dir / "train" / label
-    if live_dir.exists():
-        shutil.rmtree(live_dir)
     return train_contrastive(bundle, ds, build_loss(loss, params.margin.to_config()), tp, seed=params.seed,
                              live_dir=live_dir, checkpoint_path=params.models_dir / label / "checkpoint.pt",
-                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=hard)
+                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=hard,
+                             state_path=_state_path(params, label), keep_state=False)
+
+
+def gradient_ratio_stage(params: Params) -> dict:
+    """Stage ``gradient_ratio``: the hard-negative gradient ratio of InfoNCE, Cement loss and static margins for
+    each N of ``gradient_ratio.batch_sizes`` on real ConcreteBatch pairs embedded by the base model (paper Fig. 3 and
+    Fig. 6; :mod:`concrete_jungle.gradient_ratio`). Writes ``metrics/<p>/gradient_ratio.json``."""
+    import random
+
+    import torch
+    from PIL import Image
+
+    from concrete_jungle.gradient_ratio import gradient_ratio_study, study_losses
+    from concrete_jungle.models import encode_images, encode_texts, load_model
+
+    gp = params.gradient_ratio
+    bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+    batch = [r for r in read_jsonl(params.data_dir / "concreteplant" / gp.dataset / "concretebatch.jsonl")
+             if r.get("negative_image")]
+    if len(batch) > gp.max_pairs:
+        batch = random.Random(params.seed).sample(batch, gp.max_pairs)
+    bs = params.evaluate.batch_size
+
+    def images(paths):
+        out = []
+        for k in range(0, len(paths), bs):
+            ims = [Image.open(p).convert("RGB") for p in paths[k:k + bs]]
+            out.append(encode_images(bundle, ims, bs))
+        return torch.cat(out) if out else torch.zeros(0, bundle.embed_dim)
+
+    feats = [images([r["image"] for r in batch]), encode_texts(bundle, [r["caption"] for r in batch], bs),
+             images([r["negative_image"] for r in batch]),
+             encode_texts(bundle, [r["negative_caption"] for r in batch], bs)]
+    c = torch.tensor([r["c_i"] for r in batch], dtype=torch.float32)
+    scale = float(bundle.model.logit_scale.exp().clamp(max=100.0))
+    result = gradient_ratio_study(*feats, c, scale, gp.batch_sizes, study_losses(params.margin.to_config(),
+                                  gp.static_margins), n_batches=gp.n_batches, seed=params.seed)
+    result = {"dataset": gp.dataset, "model": "base", **result}
+    write_metrics(params.metrics_dir / "gradient_ratio.json", result)
+    return {k: v for k, v in result.items() if k != "rows"}
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -200,13 +285,24 @@ def evaluate_model(params: Params, label: str) -> dict:
 
 
 def render_reports(params: Params) -> dict:
-    """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset) and ``gradient_ratio.png``."""
+    """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset), ``gradient_ratio.png`` (the
+    logged ratio of each hard-negative run) and ``gradient_ratio_study.png`` (ratio vs N, Fig. 6)."""
     from analysis.report import render_report
 
     labels = model_labels(params)
     evals = {lab: params.metrics_dir / "evaluate" / f"{lab}.json" for lab in labels}
-    train_dirs = {lab: params.metrics_dir / "train" / lab for lab in labels if lab != "base"}
-    return render_report(evals, train_dirs, params.reports_dir)
+    hard = [lab for lab in labels if lab != "base" and lab not in params.train.baselines]
+    train_dirs = {lab: params.metrics_dir / "train" / lab for lab in hard}
+    out = render_report(evals, train_dirs, params.reports_dir,
+                        gradient_study=params.metrics_dir / "gradient_ratio.json")
+    from analysis.dataset_stats import table1_markdown
+
+    table = table1_markdown({d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json")
+                             for d in params.concreteplant.datasets})
+    out["table1"] = params.reports_dir / "table1.md"
+    with atomic_write(out["table1"]) as fh:
+        fh.write("# Table 1: ConcreteBatch statistics\n\n" + table)
+    return out
 
 
 def dump_json(obj) -> str:

@@ -1,21 +1,57 @@
-"""Contrastive losses with hard negatives: InfoNCE and Cement loss (paper Sec. 2.3).
+"""Contrastive losses of the paper's training (Sec. 2.3, 3.2, 3.3): one registry of loss variants by name.
 
-Shapes follow open_clip's loss classes: a shared :func:`get_logits` and a ``forward`` that returns a dict of
-named loss terms (their sum is the training loss).
+Shapes follow open_clip's loss classes: shared logits (:func:`get_logits`) and a ``forward`` that returns a dict of
+named loss terms (their sum is the training loss). Every loss takes the same call::
 
-Batch layout (ConcreteBatch, Sec. 2.3): a batch holds N anchors and their N hard negatives, 2N rows in all::
+    loss_fn(image_features, text_features, logit_scale, concreteness=None, hard_negative_valid=None,
+            output_dict=True)
 
-    image_features = [v_1 .. v_N, v'_1 .. v'_N]      # [2N, D], L2-normalised
+and leaves the detached statistics of its last batch in ``loss_fn.stats`` (see below).
+
+Variants (:data:`LOSSES`, built by :func:`build_loss`; 2N = takes the ConcreteBatch hard negatives):
+
+- ``clip``: N x N over the anchors only (open_clip ``ClipLoss``), the "COCO fine-tune" baseline (Tab. 2/3); no 2N.
+- ``infonce``: 2N x 2N ConcreteBatch, symmetric I2T + T2I, no margin (Sec. 2.3).
+- ``cement``: infonce + adaptive margin m^_i, Fermi-Dirac in c_i, rising with concreteness (Sec. 2.3). Margin.
+- ``static_margin``: infonce + a constant margin m (paper: 1; Sec. 3.3). Margin.
+- ``inverse_margin``: infonce + the mirrored Fermi-Dirac margin, falling with concreteness (Sec. 3.3). Margin.
+- ``negclip``: NegCLIP's layout, I2T N x 2N over [T; T'], T2I N x N over anchor images only; hard-negative images
+  unused (outside baseline).
+
+ConcreteBatch layout (Sec. 2.3): a batch holds N anchors and their N hard negatives, 2N rows in all::
+
+    image_features = [v_1 .. v_N, v'_1 .. v'_N]      # [2N, D], L2-normalised (cosine space)
     text_features  = [t_1 .. t_N, t'_1 .. t'_N]      # [2N, D], L2-normalised
 
-so the positive of row i is column i and its hard negative is column i' = (i + N) mod 2N. Logits are
-``s = logit_scale * cos`` (logit space), 2N x 2N in each direction.
+The positive of row i is column i and its hard negative is column i' = (i + N) mod 2N, in both directions
+(image->text, I2T: rows are images; text->image, T2I: rows are texts). Logits are ``s = logit_scale * cos``.
 
-Margins act in **logit space**, after the logit scale: the paper writes s~_{i,i'} = s_{i,i'} + m with s the
-quantity inside exp(.) of the softmax (Eq. for L_{v->t}), i.e. the scaled logit. The margin is added to the
-hard-negative entry of every row in **both** directions (image->text row i, column i'; text->image row i,
-column i'), for all 2N rows, since the paper's sum runs over i = 1..2N and the loss is symmetric. Row i and row
-i + N share the margin of pair i, m^_i = m(c_i).
+**Where margins act.** In logit space, after the logit scale: the paper writes s~_{i,i'} = s_{i,i'} + m where s is
+the quantity inside exp(.) of the softmax of L_{v->t} (Sec. 2.3), i.e. the scaled logit, and its margin range
+[m_min, m_max] = [-2, 2] and static m = 1 (Sec. 3) only make sense there: in cosine space (values in [-1, 1]) a
+margin of 2 would lift every hard negative above every positive. The margin of pair i, m_i, is added to its two
+hard-negative entries s(v_i, t'_i) and s(v'_i, t_i). Each entry is the hard negative of one I2T row and one T2I row
+(s(v_i, t'_i) is I2T row i, column i' and T2I row i', column i), so every one of the 2N rows of **both** directions
+gets m_i on its hard negative, as the paper's sum over i = 1..2N and its symmetric loss require; positives and easy
+negatives are unchanged.
+
+**Masking.** ``hard_negative_valid`` ``[N]`` bool: False marks a pair whose hard-negative caption tokenises to its
+anchor's. Its hard-negative entries are set to -inf in both directions (never pushed away; their gradient is exactly
+0) and its rows are left out of the statistics; everything else about the pair (its positives, its texts and images
+as easy negatives of other rows) is unchanged.
+
+**Statistics** (``loss_fn.stats``, floats, after each forward; rows with a masked hard negative excluded):
+
+- ``gradient_ratio``: mean over rows (both directions where both have hard negatives) of the hard-negative
+  gradient ratio p_{i,i'} / (1 - p_{i,i}) = (dL/ds_{i,i'}) / (-dL/ds_{i,i}) (Sec. 2.3, Fig. 3 / 6), with p the
+  softmax of the logits after margin and mask; 0 when no row has a hard negative.
+- ``easy_negative_share``: 1 - ``gradient_ratio``, the share of the push that goes to easy negatives.
+- ``margin_mean``: mean margin over valid pairs, logit units (0 without a margin).
+- ``logit_gap``: mean s_{i,i} - s_{i,i'} over valid I2T rows before the margin, logit units (Sec. 2.3, Fig. 5).
+- ``masked_hard_negatives``: number of pairs of the batch whose hard negative is masked.
+
+``clip`` has no hard negatives: its ``gradient_ratio`` is 0, ``easy_negative_share`` 1, ``margin_mean`` 0,
+``masked_hard_negatives`` 0 and it has no ``logit_gap``.
 """
 
 from __future__ import annotations
@@ -24,48 +60,65 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from open_clip.loss import ClipLoss
 from torch import nn
 
 __all__ = [
+    "CONCRETENESS_RANGE",
     "MarginConfig",
     "fermi_dirac_margin",
+    "inverse_fermi_dirac_margin",
     "get_logits",
     "hard_negative_index",
     "hard_negative_gradient_ratio",
     "HardNegativeContrastiveLoss",
     "InfoNCELoss",
     "CementLoss",
-    "LOSSES",
-    "build_loss",
+    "StaticMarginLoss",
+    "InverseMarginLoss",
+    "NegCLIPLoss",
+    "ClipFineTuneLoss",
     "ClipLoss",
+    "LOSSES",
+    "MARGIN_LOSSES",
+    "HARD_NEGATIVE_LOSSES",
+    "build_loss",
 ]
+
+#: Brysbaert et al. (2014) concreteness scale of the keyword, c_i in [1, 5].
+CONCRETENESS_RANGE = (1.0, 5.0)
 
 
 @dataclass(frozen=True)
 class MarginConfig:
-    """Parameters of the adaptive margin (paper Sec. 3: [m_min, m_max] = [-2, 2], c~ = 4, tau_m = 0.15).
+    """Margin parameters (paper Sec. 3: [m_min, m_max] = [-2, 2], c~ = 4, tau_m = 0.15; Sec. 3.3: static m = 1).
 
-    Margins are in logit units; ``c_tilde`` is on the Brysbaert concreteness scale (1-5).
+    ``m_min``, ``m_max`` and ``static`` are in logit units (added after the logit scale); ``c_tilde`` is on the
+    Brysbaert concreteness scale (1-5) and ``tau`` in concreteness units. ``m_min``, ``m_max``, ``c_tilde`` and
+    ``tau`` serve ``cement`` and ``inverse_margin``; ``static`` serves ``static_margin``.
 
     Raises:
-        ValueError: if ``m_min > m_max`` or ``tau <= 0`` (naming the field).
+        ValueError: if a field is not finite, ``m_min > m_max`` or ``tau <= 0`` (naming the field).
     """
 
     m_min: float = -2.0
     m_max: float = 2.0
     c_tilde: float = 4.0
     tau: float = 0.15
+    static: float = 1.0
 
     def __post_init__(self) -> None:
+        for name in ("m_min", "m_max", "c_tilde", "tau", "static"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"margin.{name} must be finite, got {getattr(self, name)}")
         if not self.m_min <= self.m_max:
             raise ValueError(f"margin.m_min ({self.m_min}) must be <= margin.m_max ({self.m_max})")
         if not self.tau > 0:
             raise ValueError(f"margin.tau must be > 0, got {self.tau}")
-        for name in ("m_min", "m_max", "c_tilde", "tau"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"margin.{name} must be finite, got {getattr(self, name)}")
+
+
+def _margin_input(concreteness: torch.Tensor) -> torch.Tensor:
+    return concreteness.to(torch.float64 if concreteness.dtype == torch.float64 else torch.float32)
 
 
 def fermi_dirac_margin(concreteness: torch.Tensor, cfg: MarginConfig) -> torch.Tensor:
@@ -74,35 +127,57 @@ def fermi_dirac_margin(concreteness: torch.Tensor, cfg: MarginConfig) -> torch.T
     m^_i = (m_max - m_min) / (1 + exp((c~ - c_i) / tau_m)) + m_min
 
     Args:
-        concreteness: ``[N]`` keyword concreteness c_i on the Brysbaert 1-5 scale.
+        concreteness: ``[N]`` keyword concreteness c_i (Brysbaert 1-5 scale; any finite value is computed).
         cfg: margin parameters.
 
     Returns:
-        ``[N]`` margins in logit units; m^ = (m_max + m_min) / 2 at c_i = c~, -> m_max for c_i >> c~.
+        ``[N]`` margins in logit units (float64 for float64 input, else float32): (m_max + m_min) / 2 at c_i = c~,
+        -> m_max for c_i >> c~ and -> m_min for c_i << c~ (concrete keywords get the larger margin).
     """
-    c = concreteness.to(torch.float32)
+    c = _margin_input(concreteness)
     return (cfg.m_max - cfg.m_min) * torch.sigmoid((c - cfg.c_tilde) / cfg.tau) + cfg.m_min
+
+
+def inverse_fermi_dirac_margin(concreteness: torch.Tensor, cfg: MarginConfig) -> torch.Tensor:
+    """Inverse margin of the ablation (paper Sec. 3.3): the Fermi-Dirac margin mirrored about c~.
+
+    m^_i = (m_max - m_min) / (1 + exp((c_i - c~) / tau_m)) + m_min
+
+    Args:
+        concreteness: ``[N]`` keyword concreteness c_i (Brysbaert 1-5 scale).
+        cfg: margin parameters (the same fields as :func:`fermi_dirac_margin`).
+
+    Returns:
+        ``[N]`` margins in logit units (dtype as :func:`fermi_dirac_margin`): (m_max + m_min) / 2 at c_i = c~,
+        -> m_min for c_i >> c~ (abstract keywords get the larger margin).
+    """
+    c = _margin_input(concreteness)
+    return (cfg.m_max - cfg.m_min) * torch.sigmoid((cfg.c_tilde - c) / cfg.tau) + cfg.m_min
 
 
 def get_logits(
     image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor | float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled similarity logits in both directions, as open_clip's ``ClipLoss.get_logits``.
+    """Scaled similarity logits in both directions, as open_clip's ``ClipLoss.get_logits`` (one product).
 
     Args:
-        image_features: ``[B, D]`` L2-normalised image embeddings.
-        text_features: ``[B, D]`` L2-normalised text embeddings.
-        logit_scale: exponentiated scale (scalar, e.g. 100 at most).
+        image_features: ``[B, D]`` L2-normalised image embeddings (cosine space).
+        text_features: ``[C, D]`` L2-normalised text embeddings.
+        logit_scale: exponentiated scale (scalar tensor or float, e.g. at most 100).
 
     Returns:
-        ``(logits_per_image [B, B], logits_per_text [B, B])`` in logit space; the second is the transpose.
+        ``(logits_per_image [B, C], logits_per_text [C, B])`` in logit space; the second is a transposed view of
+        the first.
     """
-    logits_per_image = logit_scale * image_features @ text_features.T
+    logits_per_image = (logit_scale * image_features) @ text_features.T
     return logits_per_image, logits_per_image.T
 
 
 def hard_negative_index(two_n: int, device: torch.device | None = None) -> torch.Tensor:
-    """Column of each row's hard negative in the 2N layout: i' = (i + N) mod 2N.
+    """Column of each row's hard negative in the 2N ConcreteBatch layout: i' = (i + N) mod 2N.
+
+    Returns:
+        ``[2N]`` int64 column indices.
 
     Raises:
         ValueError: if ``two_n`` is not a positive even number.
@@ -113,77 +188,361 @@ def hard_negative_index(two_n: int, device: torch.device | None = None) -> torch
     return (torch.arange(two_n, device=device) + n) % two_n
 
 
-def _apply_hard_negative_terms(
-    logits: torch.Tensor, margin_2n: torch.Tensor | None, valid_2n: torch.Tensor | None
+def _ratio_from_log_probs(log_p: torch.Tensor, hard_cols: torch.Tensor) -> torch.Tensor:
+    """``[R]`` p_{r,h(r)} / sum_{j != r} p_{r,j} from detached log-probabilities ``[R, C]`` (positive in column r).
+
+    The denominator is summed over the other columns rather than taken as 1 - p_{r,r}, so it keeps full relative
+    precision when p_{r,r} -> 1. One exp pass and one sum pass over the matrix.
+    """
+    p = log_p.exp()
+    p_hard = p.gather(1, hard_cols[:, None]).squeeze(1)
+    p.diagonal().zero_()
+    rest = p.sum(dim=1)
+    ratio = torch.where(rest > 0, p_hard / rest.clamp_min(torch.finfo(rest.dtype).tiny), torch.zeros_like(rest))
+    return ratio.clamp_(0.0, 1.0)
+
+
+def _stat_dtype(t: torch.Tensor) -> torch.Tensor:
+    """Detached copy of a statistic in at least float32 (bf16 / fp16 logits are averaged in float32)."""
+    return t.detach().to(torch.promote_types(t.dtype, torch.float32))
+
+
+def hard_negative_gradient_ratio(
+    logits: torch.Tensor, valid: torch.Tensor | None = None, hard_negative_cols: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Add the margin to each row's hard-negative logit and mask invalid hard negatives (-inf)."""
-    two_n = logits.shape[0]
-    rows = torch.arange(two_n, device=logits.device)
-    cols = hard_negative_index(two_n, logits.device)
-    add = torch.zeros(two_n, device=logits.device, dtype=logits.dtype)
-    if margin_2n is not None:
-        add = add + margin_2n.to(logits.dtype)
-    if valid_2n is not None:
-        add = add.masked_fill(~valid_2n, float("-inf"))
-    if margin_2n is None and valid_2n is None:
-        return logits
-    delta = torch.zeros_like(logits)
-    delta[rows, cols] = add
-    return logits + delta
-
-
-def hard_negative_gradient_ratio(logits: torch.Tensor, valid_2n: torch.Tensor | None = None) -> torch.Tensor:
     """Share of the negative (push) gradient that goes to the hard negative, per row (paper Sec. 2.3, Fig. 3/6).
 
     For row i of a softmax cross-entropy over logits s (margin already added), dL/ds_{i,i} = -(1 - p_{i,i}) and
-    dL/ds_{i,j} = p_{i,j}; the ratio is p_{i,i'} / (1 - p_{i,i}) = p_{i,i'} / sum_{j != i} p_{i,j}. One minus it is
-    the easy-negative share.
+    dL/ds_{i,j} = p_{i,j}; the ratio is p_{i,i'} / (1 - p_{i,i}) = p_{i,i'} / sum_{j != i} p_{i,j}, computed as the
+    latter (exact in relative terms even when p_{i,i} -> 1). One minus it is the easy-negative share.
 
     Args:
-        logits: ``[2N, 2N]`` logits of one direction (after margin and masking).
-        valid_2n: optional ``[2N]`` bool; rows whose hard negative is masked are excluded (NaN-free: they get 0).
+        logits: ``[R, C]`` logits of one direction (logit space, after margin and masking), the positive of row r
+            in column r (``C >= R``).
+        valid: optional ``[R]`` bool; rows whose hard negative is masked get 0.
+        hard_negative_cols: ``[R]`` column of each row's hard negative; default the 2N layout
+            :func:`hard_negative_index` (then ``R == C`` must be even).
 
     Returns:
-        ``[2N]`` ratios in [0, 1], detached.
+        ``[R]`` ratios in [0, 1], detached, in the dtype of ``logits``.
+
+    Raises:
+        ValueError: if ``logits`` is not 2-D with ``C >= R``, or the index / mask shapes differ from ``[R]``.
     """
+    if logits.ndim != 2 or logits.shape[1] < logits.shape[0]:
+        raise ValueError(f"logits must be [R, C] with C >= R, got {tuple(logits.shape)}")
+    r = logits.shape[0]
+    if hard_negative_cols is None:
+        if logits.shape[1] != r:
+            raise ValueError(f"logits {tuple(logits.shape)} are not square: pass hard_negative_cols")
+        hard_negative_cols = hard_negative_index(r, logits.device)
+    if hard_negative_cols.shape != (r,):
+        raise ValueError(f"hard_negative_cols must have shape ({r},), got {tuple(hard_negative_cols.shape)}")
     with torch.no_grad():
-        logits = logits.float()
-        p = logits.softmax(dim=1)
-        two_n = logits.shape[0]
-        rows = torch.arange(two_n, device=logits.device)
-        p_hard = p[rows, hard_negative_index(two_n, logits.device)]
-        # 1 - p_ii computed as the sum of the other probabilities, stable when p_ii -> 1.
-        log_p = logits.log_softmax(dim=1)
-        diag_mask = torch.eye(two_n, dtype=torch.bool, device=logits.device)
-        log_rest = torch.logsumexp(log_p.masked_fill(diag_mask, float("-inf")), dim=1)
-        ratio = torch.exp(torch.log(p_hard.clamp_min(1e-38)) - log_rest)
-        ratio = torch.where(p_hard > 0, ratio, torch.zeros_like(ratio))
-        if valid_2n is not None:
-            ratio = torch.where(valid_2n, ratio, torch.zeros_like(ratio))
-        return ratio.clamp(0.0, 1.0)
+        ratio = _ratio_from_log_probs(logits.detach().log_softmax(dim=1), hard_negative_cols.to(logits.device))
+        if valid is not None:
+            if valid.shape != (r,):
+                raise ValueError(f"valid must have shape ({r},), got {tuple(valid.shape)}")
+            ratio = torch.where(valid.to(device=ratio.device, dtype=torch.bool), ratio, torch.zeros_like(ratio))
+        return ratio
 
 
+# ------------------------------------------------------------------------------------------------ input checks
+def _check_features(image_features: torch.Tensor, text_features: torch.Tensor, who: str) -> None:
+    for name, t in (("image_features", image_features), ("text_features", text_features)):
+        if t.ndim != 2:
+            raise ValueError(f"{who}: {name} must be 2-D [rows, D], got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            raise ValueError(f"{who}: {name} must be floating point, got {t.dtype}")
+    if image_features.shape[1] != text_features.shape[1]:
+        raise ValueError(f"{who}: image_features {tuple(image_features.shape)} and text_features "
+                         f"{tuple(text_features.shape)} have different embedding sizes D")
+
+
+def _check_concreteness(concreteness: torch.Tensor | None, n: int, who: str) -> None:
+    if concreteness is None:
+        return
+    if not isinstance(concreteness, torch.Tensor):
+        raise ValueError(f"{who}: concreteness must be a tensor of shape ({n},), got {type(concreteness).__name__}")
+    if concreteness.shape != (n,):
+        raise ValueError(f"{who}: concreteness must have shape ({n},) (one c_i per anchor), "
+                         f"got {tuple(concreteness.shape)}")
+    lo, hi = CONCRETENESS_RANGE
+    c = concreteness.detach()
+    if not bool(torch.isfinite(c).all()) or bool((c < lo).any()) or bool((c > hi).any()):
+        bad = c[~(torch.isfinite(c) & (c >= lo) & (c <= hi))]
+        raise ValueError(f"{who}: concreteness c_i must be finite and in [{lo:g}, {hi:g}] (Brysbaert scale), "
+                         f"got {bad[:5].tolist()}")
+
+
+def _check_valid(hard_negative_valid: torch.Tensor | None, n: int, device: torch.device, who: str):
+    """``[N]`` bool on ``device`` or None; raises on a wrong shape or dtype."""
+    if hard_negative_valid is None:
+        return None
+    if not isinstance(hard_negative_valid, torch.Tensor) or hard_negative_valid.shape != (n,):
+        shape = tuple(hard_negative_valid.shape) if isinstance(hard_negative_valid, torch.Tensor) else \
+            type(hard_negative_valid).__name__
+        raise ValueError(f"{who}: hard_negative_valid must be a bool tensor of shape ({n},), got {shape}")
+    if hard_negative_valid.dtype != torch.bool:
+        raise ValueError(f"{who}: hard_negative_valid must be bool (False = masked), got {hard_negative_valid.dtype}")
+    return hard_negative_valid.to(device)
+
+
+# ------------------------------------------------------------------------------------------------ losses
 class HardNegativeContrastiveLoss(nn.Module):
-    """Symmetric InfoNCE over a 2N x 2N ConcreteBatch, with an optional per-pair margin on hard negatives.
+    """Symmetric InfoNCE over a 2N x 2N ConcreteBatch with an optional per-pair margin on hard negatives.
 
-    L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/(2N) sum_i log softmax(s~_{i,:})_i (paper Sec. 2.3), where
-    s~_{i,i'} = s_{i,i'} + m_i and every other entry is unchanged.
+    L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/(2N) sum_{i=1}^{2N} log softmax(s~_{i,:})_i (paper Sec. 2.3), where
+    s~_{i,i'} = s_{i,i'} + m_i on the hard-negative entry of every row and every other entry is unchanged (see the
+    module docstring for the layout, margin space, masking and ``stats``). Subclasses set the margin through
+    :meth:`margins`.
 
-    After each forward the detached statistics of the batch are in ``self.stats``, over valid (unmasked) pairs:
-    ``gradient_ratio`` (mean over rows and both directions of p_{i,i'} / (1 - p_{i,i}); 0 when every hard negative
-    is masked), ``easy_negative_share`` (1 - that), ``margin_mean`` and ``logit_gap`` (mean s_{i,i} - s_{i,i'}
-    before the margin, image->text, logit space).
+    Class attributes:
+        name: registry name.
+        needs_hard_negatives: the loss takes the 2N layout (anchors then hard negatives).
+        needs_hard_negative_images: the hard-negative images v'_i are used (False for ``negclip``).
+        uses_margin: the loss reads the margin config (re-run it when ``margin.*`` changes).
+        margin_fields: the :class:`MarginConfig` fields it reads.
     """
 
     name = "hard_negative"
+    needs_hard_negatives = True
+    needs_hard_negative_images = True
+    uses_margin = False
+    margin_fields: tuple[str, ...] = ()
 
-    def __init__(self) -> None:
+    def __init__(self, margin: MarginConfig | None = None) -> None:
+        """Args: margin: margin parameters (default :class:`MarginConfig`); unused unless ``uses_margin``."""
         super().__init__()
+        self.margin_cfg = margin if margin is not None else MarginConfig()
+        if not isinstance(self.margin_cfg, MarginConfig):
+            raise ValueError(f"{self.name}: margin must be a MarginConfig, got {type(margin).__name__}")
         self.stats: dict[str, float] = {}
 
     def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor | None:
-        """Per-pair margin ``[N]`` in logit units, or None for no margin (plain InfoNCE)."""
+        """Per-pair margin ``[N]`` in logit units, or None for no margin (plain InfoNCE).
+
+        ``concreteness`` has already been checked (shape ``[N]``, values in 1-5) when given.
+        """
         return None
+
+    # -- shared pieces ---------------------------------------------------------------------------------------
+    def _layout(self, image_features, text_features, concreteness, hard_negative_valid):
+        """Check the 2N inputs; returns ``(n, valid [N] bool | None, margin [N] | None)``."""
+        _check_features(image_features, text_features, self.name)
+        if image_features.shape != text_features.shape:
+            raise ValueError(f"{self.name}: image_features {tuple(image_features.shape)} and text_features "
+                             f"{tuple(text_features.shape)} differ (the 2N layout pairs row i of both)")
+        two_n = image_features.shape[0]
+        try:
+            hard_negative_index(two_n)
+        except ValueError as e:
+            raise ValueError(f"{self.name}: {e}") from None
+        n = two_n // 2
+        _check_concreteness(concreteness, n, self.name)
+        valid = _check_valid(hard_negative_valid, n, image_features.device, self.name)
+        margin = self.margins(concreteness, n, image_features.device)
+        return n, valid, margin
+
+    @staticmethod
+    def _offsets(margin: torch.Tensor | None, valid: torch.Tensor | None, dtype: torch.dtype):
+        """``[2N]`` additions to the hard-negative entries (margin, -inf where masked), or None for none."""
+        if margin is None and valid is None:
+            return None
+        if margin is None:
+            add = torch.zeros(valid.shape[0], device=valid.device, dtype=dtype)
+        else:
+            add = margin.to(dtype)
+        add = torch.cat([add, add])
+        if valid is not None:
+            add = add.masked_fill(~torch.cat([valid, valid]), float("-inf"))
+        return add
+
+    def _finish(self, li, t_src, t_dim, i_cols, t_cols, valid, margin, gap, output_dict):
+        """Loss from the final I2T logits ``li`` [R, C] and T2I logits (positive of row r in column r), and
+        ``self.stats``. T2I rows are the rows of ``t_src`` (``t_dim`` 1) or its columns (``t_dim`` 0: T2I read off
+        the I2T matrix; a column softmax of a contiguous matrix is faster than a row softmax of its transpose, and
+        both directions' gradients then land on one layout). ``i_cols`` / ``t_cols``: hard-negative column per row
+        (``t_cols`` None: no hard negatives in T2I); ``valid``: ``[N]`` pair mask; ``gap``: detached ``[R]`` I2T
+        logit gap before the margin."""
+        log_pi = li.log_softmax(dim=1)
+        log_pt = t_src.log_softmax(dim=t_dim)
+        if t_dim == 0:
+            log_pt = log_pt.T  # rows = texts
+        loss = -(log_pi.diagonal().mean() + log_pt.diagonal().mean()) / 2
+        with torch.no_grad():
+            ratio = _ratio_from_log_probs(log_pi.detach(), i_cols)
+            if t_cols is not None:
+                ratio = torch.cat([ratio, _ratio_from_log_probs(log_pt.detach(), t_cols)])
+            if valid is None:
+                ok_gap = ok = None
+                n_ok, masked = gap.shape[0], 0
+            else:
+                ok_gap = valid.repeat(gap.shape[0] // valid.shape[0])  # I2T rows -> their pair's flag
+                ok = ok_gap.repeat(ratio.shape[0] // ok_gap.shape[0])
+                n_ok, masked = int(ok_gap.sum()), int((~valid).sum())
+            if n_ok:
+                mean_ratio = float(ratio.mean() if ok is None else ratio[ok].mean())
+                gap_mean = float(gap.mean() if ok_gap is None else gap[ok_gap].mean())
+                margin_mean = 0.0 if margin is None else float(margin.mean() if valid is None else margin[valid].mean())
+            else:  # every hard negative masked: all of the push goes to easy negatives (ratio 0, share 1)
+                mean_ratio = gap_mean = margin_mean = 0.0
+            self.stats = {
+                "gradient_ratio": mean_ratio,
+                "easy_negative_share": 1.0 - mean_ratio,
+                "margin_mean": margin_mean,
+                "logit_gap": gap_mean,
+                "masked_hard_negatives": float(masked),
+            }
+        return {"contrastive_loss": loss} if output_dict else loss
+
+    # -- public API ------------------------------------------------------------------------------------------
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        text_features: torch.Tensor,
+        logit_scale: torch.Tensor | float,
+        concreteness: torch.Tensor | None = None,
+        hard_negative_valid: torch.Tensor | None = None,
+        output_dict: bool = True,
+    ):
+        """Loss of one ConcreteBatch.
+
+        One product gives the 2N x 2N logits; the margin / mask is written into the 2N hard-negative entries in
+        place (no dense 2N x 2N offset matrix), and T2I is the column softmax of the same matrix.
+
+        Args:
+            image_features: ``[2N, D]`` L2-normalised, anchors v_i first, then their hard-negative images v'_i.
+            text_features: ``[2N, D]`` L2-normalised, anchor captions t_i, then hard-negative captions t'_i.
+            logit_scale: exponentiated logit scale (scalar tensor or float); logits = scale * cosine.
+            concreteness: ``[N]`` keyword concreteness c_i (1-5); required by ``cement`` and ``inverse_margin``,
+                checked and otherwise ignored by the other variants.
+            hard_negative_valid: optional ``[N]`` bool; False masks pair i's hard-negative entries (-inf in both
+                directions: never pushed away) and leaves its rows out of ``stats``.
+            output_dict: return ``{"contrastive_loss": loss}`` (open_clip style) instead of the bare scalar.
+
+        Returns:
+            The scalar loss (mean over rows, averaged over I2T and T2I), as a dict or a tensor.
+
+        Raises:
+            ValueError: on non-2-D or mismatched features, an odd number of rows, a wrong-shaped
+                ``hard_negative_valid`` / ``concreteness``, c_i outside 1-5, or missing c_i for a loss that needs it.
+        """
+        n, valid, margin = self._layout(image_features, text_features, concreteness, hard_negative_valid)
+        logits = (logit_scale * image_features) @ text_features.T  # fresh [2N, 2N]; mm saves only its inputs
+        rows = torch.arange(2 * n, device=logits.device)
+        cols = hard_negative_index(2 * n, logits.device)
+        with torch.no_grad():
+            gap = _stat_dtype(logits.diagonal() - logits[rows, cols])
+        add = self._offsets(margin, valid, logits.dtype)
+        if add is not None:
+            # Entry (i, i') is I2T row i's and T2I row i''s hard negative: one write serves both directions.
+            logits = logits.index_put_((rows, cols), add, accumulate=True)
+        return self._finish(logits, logits, 0, cols, cols, valid, margin, gap, output_dict)
+
+    def loss_from_logits(
+        self,
+        logits_per_image: torch.Tensor,
+        logits_per_text: torch.Tensor,
+        concreteness: torch.Tensor | None = None,
+        hard_negative_valid: torch.Tensor | None = None,
+        output_dict: bool = True,
+    ):
+        """The same loss and ``stats`` from separate I2T and T2I logits (reference path; inputs are not modified).
+
+        Useful to read dL/ds of each direction with autograd (tests) or to feed logits computed elsewhere.
+
+        Args:
+            logits_per_image: ``[2N, 2N]`` I2T logits s (logit space, before margin), rows images, columns texts.
+            logits_per_text: ``[2N, 2N]`` T2I logits, rows texts, columns images.
+            concreteness, hard_negative_valid, output_dict: as :meth:`forward`.
+
+        Raises:
+            ValueError: as :meth:`forward`, for logits that are not both ``[2N, 2N]``.
+        """
+        if logits_per_image.ndim != 2 or logits_per_image.shape != logits_per_text.shape \
+                or logits_per_image.shape[0] != logits_per_image.shape[1]:
+            raise ValueError(f"{self.name}: logits must both be [2N, 2N], got {tuple(logits_per_image.shape)} and "
+                             f"{tuple(logits_per_text.shape)}")
+        two_n = logits_per_image.shape[0]
+        cols = hard_negative_index(two_n, logits_per_image.device)
+        n = two_n // 2
+        _check_concreteness(concreteness, n, self.name)
+        valid = _check_valid(hard_negative_valid, n, logits_per_image.device, self.name)
+        margin = self.margins(concreteness, n, logits_per_image.device)
+        rows = torch.arange(two_n, device=logits_per_image.device)
+        with torch.no_grad():
+            gap = _stat_dtype(logits_per_image.diagonal() - logits_per_image[rows, cols])
+        add = self._offsets(margin, valid, logits_per_image.dtype)
+        li, lt = logits_per_image, logits_per_text
+        if add is not None:
+            li = li.index_put((rows, cols), add, accumulate=True)
+            lt = lt.index_put((rows, cols), add, accumulate=True)
+        return self._finish(li, lt, 1, cols, cols, valid, margin, gap, output_dict)
+
+
+class InfoNCELoss(HardNegativeContrastiveLoss):
+    """InfoNCE with hard negatives in the batch, no margin (paper Sec. 2.3, L_{v->t} and its t->v twin), 2N x 2N."""
+
+    name = "infonce"
+
+
+class CementLoss(HardNegativeContrastiveLoss):
+    """Cement loss: InfoNCE with the adaptive Fermi-Dirac margin m^_i on hard-negative logits (paper Sec. 2.3).
+
+    m^_i = :func:`fermi_dirac_margin` (c_i) in logit units; with m_min = m_max = 0 it equals :class:`InfoNCELoss`.
+    """
+
+    name = "cement"
+    uses_margin = True
+    margin_fields = ("m_min", "m_max", "c_tilde", "tau")
+    _margin_fn = staticmethod(fermi_dirac_margin)
+
+    def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
+        """``[N]`` margins m^_i(c_i) in logit units.
+
+        Raises:
+            ValueError: if ``concreteness`` is missing.
+        """
+        if concreteness is None:
+            raise ValueError(f"{self.name} loss needs the keyword concreteness c_i of every pair (got None)")
+        return self._margin_fn(concreteness.detach().to(device), self.margin_cfg)
+
+
+class InverseMarginLoss(CementLoss):
+    """Inverse-margin ablation (paper Sec. 3.3): m^_i = :func:`inverse_fermi_dirac_margin` (c_i), logit units,
+    large for abstract keywords and small for concrete ones."""
+
+    name = "inverse_margin"
+    _margin_fn = staticmethod(inverse_fermi_dirac_margin)
+
+
+class StaticMarginLoss(HardNegativeContrastiveLoss):
+    """Static-margin ablation (paper Sec. 3.3): the constant ``margin.static`` (paper: 1, logit units) on every
+    hard-negative logit; c_i is not used."""
+
+    name = "static_margin"
+    uses_margin = True
+    margin_fields = ("static",)
+
+    def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
+        """``[N]`` copies of ``margin.static`` (logit units)."""
+        return torch.full((n,), float(self.margin_cfg.static), device=device)
+
+
+class NegCLIPLoss(HardNegativeContrastiveLoss):
+    """NegCLIP's layout (Yuksekgonul et al., ICLR 2023), an outside baseline: hard-negative captions only.
+
+    I2T: each anchor image v_i against [t_1 .. t_N, t'_1 .. t'_N] (``[N, 2N]``, positive column i, hard negative
+    column i + N). T2I: each anchor caption t_i against the anchor images only (``[N, N]``); the hard-negative
+    captions are not rows and the hard-negative images v'_i are not used (pass ``[N, D]`` or ``[2N, D]`` image
+    features; rows N..2N-1 of the latter are ignored). L = (L_{v->t} + L_{t->v}) / 2, each a mean over N rows.
+    No margin. Masking sets I2T entry (i, i + N) to -inf. ``stats["gradient_ratio"]`` is the I2T mean only (T2I
+    has no hard negative); ``logit_gap`` is s(v_i, t_i) - s(v_i, t'_i).
+    """
+
+    name = "negclip"
+    needs_hard_negative_images = False
 
     def forward(
         self,
@@ -194,102 +553,158 @@ class HardNegativeContrastiveLoss(nn.Module):
         hard_negative_valid: torch.Tensor | None = None,
         output_dict: bool = True,
     ):
-        """Compute the loss.
+        """Loss of one batch in NegCLIP's layout.
 
         Args:
-            image_features: ``[2N, D]`` normalised, anchors first then their hard-negative images.
-            text_features: ``[2N, D]`` normalised, anchor captions then hard-negative captions.
-            logit_scale: exponentiated logit scale (scalar tensor or float).
-            concreteness: ``[N]`` keyword concreteness c_i (1-5); required by margin losses that depend on it.
-            hard_negative_valid: optional ``[N]`` bool; False masks pair i's hard-negative entries (e.g. a negative
-                caption that tokenises to the anchor's), so they are never pushed away.
-            output_dict: return ``{"contrastive_loss": loss}`` (open_clip style) instead of the bare tensor.
+            image_features: ``[N, D]`` anchor images, or ``[2N, D]`` (the ConcreteBatch layout; v'_i ignored).
+            text_features: ``[2N, D]`` anchor captions t_i, then hard-negative captions t'_i.
+            logit_scale, concreteness, hard_negative_valid, output_dict: as
+                :meth:`HardNegativeContrastiveLoss.forward` (c_i is checked, not used).
 
         Raises:
-            ValueError: on mismatched shapes or an odd number of rows.
+            ValueError: on non-2-D features, an odd number of text rows, image rows other than N or 2N, or wrong
+                ``concreteness`` / ``hard_negative_valid``.
         """
-        if image_features.shape != text_features.shape:
-            raise ValueError(
-                f"image_features {tuple(image_features.shape)} and text_features {tuple(text_features.shape)} differ"
-            )
-        two_n = image_features.shape[0]
-        hard_negative_index(two_n)  # validates 2N
-        n = two_n // 2
-        device = image_features.device
-        logits_per_image, logits_per_text = get_logits(image_features, text_features, logit_scale)
-        margin = self.margins(concreteness, n, device)
-        margin_2n = None if margin is None else torch.cat([margin, margin])
-        valid_2n = None
-        if hard_negative_valid is not None:
-            if hard_negative_valid.shape != (n,):
-                raise ValueError(f"hard_negative_valid must have shape ({n},), got {tuple(hard_negative_valid.shape)}")
-            valid_2n = torch.cat([hard_negative_valid, hard_negative_valid]).to(device=device, dtype=torch.bool)
-        li = _apply_hard_negative_terms(logits_per_image, margin_2n, valid_2n)
-        lt = _apply_hard_negative_terms(logits_per_text, margin_2n, valid_2n)
-        labels = torch.arange(two_n, device=device)
-        loss = (F.cross_entropy(li, labels) + F.cross_entropy(lt, labels)) / 2
-
+        n, valid = self._negclip_layout(image_features, text_features, concreteness, hard_negative_valid)
+        logits = (logit_scale * image_features[:n]) @ text_features.T  # [N, 2N]
+        rows = torch.arange(n, device=logits.device)
+        cols = rows + n
         with torch.no_grad():
-            ratio = torch.cat([hard_negative_gradient_ratio(li, valid_2n), hard_negative_gradient_ratio(lt, valid_2n)])
-            n_valid = ratio.numel() if valid_2n is None else int(valid_2n.sum()) * 2
-            # With every hard negative masked, all of the push goes to easy negatives: ratio 0, share 1.
-            mean_ratio = float(ratio.sum() / n_valid) if n_valid else 0.0
-            cols = hard_negative_index(two_n, device)
-            gap = (logits_per_image.diagonal() - logits_per_image[labels, cols]).float()
-            pair_ok = torch.ones(n, dtype=torch.bool, device=device) if hard_negative_valid is None \
-                else hard_negative_valid.to(device=device, dtype=torch.bool)
-            gap_ok = torch.cat([pair_ok, pair_ok])
-            self.stats = {
-                "gradient_ratio": mean_ratio,
-                "easy_negative_share": 1.0 - mean_ratio,
-                "margin_mean": 0.0 if margin is None or not pair_ok.any() else float(margin.float()[pair_ok].mean()),
-                "logit_gap": float(gap[gap_ok].mean()) if gap_ok.any() else 0.0,
-            }
-        return {"contrastive_loss": loss} if output_dict else loss
+            gap = _stat_dtype(logits.diagonal() - logits[rows, cols])
+        if valid is not None:
+            logits = logits.index_put_((rows, cols), self._mask_add(valid, logits.dtype), accumulate=True)
+        return self._finish(logits, logits[:, :n], 0, cols, None, valid, None, gap, output_dict)
+
+    def loss_from_logits(
+        self,
+        logits_per_image: torch.Tensor,
+        logits_per_text: torch.Tensor,
+        concreteness: torch.Tensor | None = None,
+        hard_negative_valid: torch.Tensor | None = None,
+        output_dict: bool = True,
+    ):
+        """The same loss and ``stats`` from separate logits: I2T ``[N, 2N]`` and T2I ``[N, N]`` (logit space).
+
+        Raises:
+            ValueError: for other shapes, or wrong ``concreteness`` / ``hard_negative_valid``.
+        """
+        n = logits_per_text.shape[0] if logits_per_text.ndim == 2 else -1
+        if logits_per_image.shape != (n, 2 * n) or logits_per_text.shape != (n, n) or n < 1:
+            raise ValueError(f"{self.name}: logits must be I2T [N, 2N] and T2I [N, N], got "
+                             f"{tuple(logits_per_image.shape)} and {tuple(logits_per_text.shape)}")
+        _check_concreteness(concreteness, n, self.name)
+        valid = _check_valid(hard_negative_valid, n, logits_per_image.device, self.name)
+        rows = torch.arange(n, device=logits_per_image.device)
+        cols = rows + n
+        with torch.no_grad():
+            gap = _stat_dtype(logits_per_image.diagonal() - logits_per_image[rows, cols])
+        li = logits_per_image
+        if valid is not None:
+            li = li.index_put((rows, cols), self._mask_add(valid, li.dtype), accumulate=True)
+        return self._finish(li, logits_per_text, 1, cols, None, valid, None, gap, output_dict)
+
+    @staticmethod
+    def _mask_add(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        return torch.zeros(valid.shape[0], device=valid.device, dtype=dtype).masked_fill(~valid, float("-inf"))
+
+    def _negclip_layout(self, image_features, text_features, concreteness, hard_negative_valid):
+        _check_features(image_features, text_features, self.name)
+        two_n = text_features.shape[0]
+        if two_n <= 0 or two_n % 2:
+            raise ValueError(f"{self.name}: text_features must have an even, positive number of rows (2N: anchors "
+                             f"then hard negatives), got {two_n}")
+        n = two_n // 2
+        if image_features.shape[0] not in (n, two_n):
+            raise ValueError(f"{self.name}: image_features must have N = {n} or 2N = {two_n} rows (anchor images "
+                             f"first), got {image_features.shape[0]}")
+        _check_concreteness(concreteness, n, self.name)
+        return n, _check_valid(hard_negative_valid, n, image_features.device, self.name)
 
 
-class InfoNCELoss(HardNegativeContrastiveLoss):
-    """InfoNCE with hard negatives in the batch, no margin (paper Sec. 2.3, L_{v->t} and its t->v twin)."""
+class ClipFineTuneLoss(ClipLoss):
+    """Plain CLIP fine-tuning without hard negatives (the "COCO fine-tune" baseline, paper Tab. 2/3): open_clip's
+    ``ClipLoss`` over N anchors, N x N logits, symmetric I2T + T2I, no margin.
 
-    name = "infonce"
-
-
-class CementLoss(HardNegativeContrastiveLoss):
-    """Cement loss: InfoNCE with the adaptive Fermi-Dirac margin m^_i on hard-negative logits (paper Sec. 2.3).
-
-    With m_min = m_max = 0 it equals :class:`InfoNCELoss` exactly.
+    Takes the uniform call of :data:`LOSSES`; ``concreteness`` / ``hard_negative_valid`` are checked against the N
+    rows (so a 2N ConcreteBatch passed by mistake is caught when they are given) and otherwise ignored. ``stats``:
+    ``gradient_ratio`` 0, ``easy_negative_share`` 1, ``margin_mean`` 0, ``masked_hard_negatives`` 0 (there is no
+    hard negative, all of the push goes to easy negatives); no ``logit_gap``.
     """
 
-    name = "cement"
+    name = "clip"
+    needs_hard_negatives = False
+    needs_hard_negative_images = False
+    uses_margin = False
+    margin_fields: tuple[str, ...] = ()
 
-    def __init__(self, margin: MarginConfig) -> None:
-        super().__init__()
-        self.margin_cfg = margin
+    def __init__(self, margin: MarginConfig | None = None, **clip_loss_kwargs) -> None:
+        """Args: margin: accepted for the uniform constructor, unused; ``clip_loss_kwargs``: open_clip
+        ``ClipLoss`` options (``local_loss``, ``gather_with_grad``, ``rank``, ``world_size``, ...)."""
+        super().__init__(**clip_loss_kwargs)
+        self.margin_cfg = margin if margin is not None else MarginConfig()
+        self.stats: dict[str, float] = {}
 
-    def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor:
-        """``[N]`` margins m^_i = fermi_dirac_margin(c_i) in logit units.
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        text_features: torch.Tensor,
+        logit_scale: torch.Tensor | float,
+        concreteness: torch.Tensor | None = None,
+        hard_negative_valid: torch.Tensor | None = None,
+        output_dict: bool = True,
+        logit_bias: torch.Tensor | None = None,
+    ):
+        """Loss of N anchor pairs.
+
+        Args:
+            image_features: ``[N, D]`` L2-normalised anchor images.
+            text_features: ``[N, D]`` L2-normalised anchor captions.
+            logit_scale: exponentiated logit scale.
+            concreteness, hard_negative_valid: optional ``[N]``; checked, unused.
+            output_dict: ``{"contrastive_loss": loss}`` or the bare scalar.
+            logit_bias: optional additive bias (open_clip ``ClipLoss``).
 
         Raises:
-            ValueError: if ``concreteness`` is missing or not of shape ``[N]``.
+            ValueError: on non-2-D or mismatched features, or ``concreteness`` / ``hard_negative_valid`` not of
+                shape ``[N]``.
         """
-        if concreteness is None:
-            raise ValueError("Cement loss needs the keyword concreteness c_i of every pair (got None)")
-        if concreteness.shape != (n,):
-            raise ValueError(f"concreteness must have shape ({n},), got {tuple(concreteness.shape)}")
-        return fermi_dirac_margin(concreteness.to(device), self.margin_cfg)
+        _check_features(image_features, text_features, self.name)
+        if image_features.shape != text_features.shape:
+            raise ValueError(f"{self.name}: image_features {tuple(image_features.shape)} and text_features "
+                             f"{tuple(text_features.shape)} differ")
+        n = image_features.shape[0]
+        _check_concreteness(concreteness, n, self.name + " (anchors only, N x N)")
+        _check_valid(hard_negative_valid, n, image_features.device, self.name + " (anchors only, N x N)")
+        out = super().forward(image_features, text_features, logit_scale, logit_bias=logit_bias,
+                              output_dict=output_dict)
+        self.stats = {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
+                      "masked_hard_negatives": 0.0}
+        return out
 
 
-LOSSES = {"infonce": InfoNCELoss, "cement": CementLoss, "clip": ClipLoss}
+#: Registry: name -> loss class; every class takes ``(margin: MarginConfig | None = None)``.
+LOSSES: dict[str, type[nn.Module]] = {
+    cls.name: cls
+    for cls in (ClipFineTuneLoss, InfoNCELoss, CementLoss, StaticMarginLoss, InverseMarginLoss, NegCLIPLoss)
+}
+#: Losses that read the margin config (their runs depend on ``margin.*``).
+MARGIN_LOSSES: frozenset[str] = frozenset(k for k, cls in LOSSES.items() if cls.uses_margin)
+#: Losses that need ConcreteBatch hard negatives (2N text rows); ``clip`` takes anchors only.
+HARD_NEGATIVE_LOSSES: frozenset[str] = frozenset(k for k, cls in LOSSES.items() if cls.needs_hard_negatives)
 
 
 def build_loss(name: str, margin: MarginConfig | None = None) -> nn.Module:
-    """Build a loss by its registry name: ``clip`` (N x N, no hard negatives), ``infonce``, ``cement``.
+    """Build a loss of :data:`LOSSES` by name with the margin config (default :class:`MarginConfig`).
+
+    Args:
+        name: ``clip``, ``infonce``, ``cement``, ``static_margin``, ``inverse_margin`` or ``negclip``.
+        margin: margin parameters; read only by :data:`MARGIN_LOSSES`.
 
     Raises:
-        ValueError: for an unknown name (listing the known ones).
+        ValueError: for an unknown name (listing the known ones) or a ``margin`` that is not a MarginConfig.
     """
     if name not in LOSSES:
         raise ValueError(f"unknown loss {name!r}; known: {sorted(LOSSES)}")
-    if name == "cement":
-        return CementLoss(margin or MarginConfig())
-    return LOSSES[name]()
+    if margin is not None and not isinstance(margin, MarginConfig):
+        raise ValueError(f"build_loss({name!r}): margin must be a MarginConfig, got {type(margin).__name__}")
+    return LOSSES[name](margin=margin)

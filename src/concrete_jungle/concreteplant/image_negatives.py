@@ -1,10 +1,12 @@
 """Hard negative images v'_i for ConcretePlant (paper Sec. 2.2 "Hard Negative Mining").
 
-The paper edits the anchor image with SDXL-Turbo, v'_i = f_gen(v_i, t'_i). This repository has no
-image generator, so it offers two stand-ins:
+The paper edits the anchor image with SDXL-Turbo, v'_i = f_gen(v_i, t'_i). Three backends:
 
-* :class:`RetrievalNegatives` (real profile, here): v'_i is the corpus image, other than the anchor's,
-  whose human captions best match the rewritten caption t'_i, as NegCLIP (Yuksekgonul et al. 2023)
+* :class:`SdxlTurboNegatives` (the paper's f_gen, needs the ``stabilityai/sdxl-turbo`` weights and in practice
+  a GPU): diffusers' SDXL img2img pipeline edits the anchor image v_i so that it matches the rewritten caption
+  t'_i, configured by :class:`SdxlTurboParams` (``concreteplant.image_edit``).
+* :class:`RetrievalNegatives` (real profile, offline stand-in): v'_i is the corpus image, other than the
+  anchor's, whose human captions best match the rewritten caption t'_i, as NegCLIP (Yuksekgonul et al. 2023)
   retrieved its negative images from the training set. Matching is TF-IDF cosine over word
   uni- and bi-grams (scikit-learn).
 * :class:`SceneNegatives` (world profile): the rewrite t'_i is applied to the anchor's scene graph and the
@@ -13,13 +15,26 @@ image generator, so it offers two stand-ins:
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-__all__ = ["RetrievalNegatives", "SceneNegatives", "replacement_text"]
+__all__ = [
+    "RetrievalNegatives",
+    "SceneNegatives",
+    "SdxlTurboNegatives",
+    "SdxlTurboParams",
+    "degeneracy",
+    "item_seed",
+    "replacement_text",
+]
 
 
 class RetrievalNegatives:
@@ -199,3 +214,355 @@ class SceneNegatives:
         path = self.out_dir / f"{record['id']}.png"
         render_scene(edited, self.cfg).save(path)
         return str(path), None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SDXL-Turbo img2img: the paper's hard negative image generator f_gen (Sec. 2.2, Fig. 2)
+
+_PARAMS_KEY = "concreteplant.image_edit"
+#: an 8-bit output whose every channel value is <= this is "black" (4/255 ~ 1.6 % of the range)
+BLACK_MAX = 4
+#: an 8-bit output whose values span <= this many levels (over all pixels and channels) is "constant"
+CONSTANT_PTP = 2
+
+
+class SdxlTurboParams(BaseModel):
+    """Settings of the SDXL-Turbo image editor f_gen (paper Sec. 2.2); ``concreteplant.image_edit`` in params.yaml.
+
+    The paper states only that f_gen "is configured with high strength to avoid style or semantic transfer, and
+    low inference steps to minimize computational budget"; it gives no numbers. Our defaults: ``strength`` 0.75 of
+    ``num_inference_steps`` 4. diffusers' img2img runs ``int(num_inference_steps * strength)`` denoising steps
+    (here 3) from the noised anchor latent; with sdxl-turbo's scheduler (Euler ancestral, "trailing" spacing) the
+    schedule of 4 is timesteps 999, 749, 499, 249 and strength 0.75 starts at 749.
+
+    Fields:
+        model: Hugging Face hub id or a local folder written by ``save_pretrained`` (loaded with diffusers'
+            ``AutoPipelineForImage2Image``, which maps sdxl-turbo's text-to-image pipeline to
+            ``StableDiffusionXLImg2ImgPipeline``).
+        variant: weight file variant (``"fp16"`` for sdxl-turbo's half-precision files), ``None`` for the
+            default files. The weights are cast to ``dtype`` after loading.
+        strength: in (0, 1]; how far along the noise schedule the anchor's latent is noised before denoising
+            (1 = from the noisiest timestep, the anchor barely survives; lower keeps more of the anchor).
+        num_inference_steps: >= 1, length of the full schedule (see above).
+        guidance_scale: classifier-free guidance weight. SDXL-Turbo was distilled (adversarial diffusion
+            distillation) to sample *without* classifier-free guidance, so 0.0 is the setting it was trained for;
+            values > 1 switch CFG on and double the UNet batch.
+        size: side in pixels of the square edit (a multiple of 8, the VAE's downsampling). 512 is the resolution
+            SDXL-Turbo was trained at. The anchor is centre-cropped to a square and resized to ``size``; the
+            stored v'_i is a ``size`` x ``size`` RGB PNG (see :class:`SdxlTurboNegatives`).
+        batch_size: anchors per pipeline call (>= 1). Outputs do not depend on it (one generator per anchor).
+        dtype: ``"auto"`` = float16 on CUDA, float32 otherwise.
+        device: ``"auto"`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:N``, ``mps``.
+        seed: base seed in [0, 2**63); each anchor's noise comes from :func:`item_seed` (seed, anchor id, attempt).
+
+    Raises:
+        pydantic.ValidationError: for an unknown field, a non-finite number, a value out of range, a size that is
+            not a multiple of 8, or ``int(num_inference_steps * strength) < 1`` (img2img would run no denoising
+            step and return the anchor unchanged); the message names ``concreteplant.image_edit.<field>``.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    model: str = Field("stabilityai/sdxl-turbo", min_length=1)
+    variant: str | None = "fp16"
+    strength: float = Field(0.75, gt=0.0, le=1.0)
+    num_inference_steps: int = Field(4, ge=1)
+    guidance_scale: float = Field(0.0, ge=0.0)
+    size: int = Field(512, ge=8)
+    batch_size: int = Field(8, ge=1)
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$")
+    seed: int = Field(0, ge=0, lt=2**63)
+
+    @field_validator("size")
+    @classmethod
+    def _multiple_of_8(cls, v: int) -> int:
+        if v % 8:
+            raise ValueError(f"{_PARAMS_KEY}.size must be a multiple of 8 (the VAE downsamples by 8), got {v}")
+        return v
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_not_empty(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError(f"{_PARAMS_KEY}.variant must be a variant name such as 'fp16' or null, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _at_least_one_step(self):
+        if self.denoising_steps < 1:
+            raise ValueError(
+                f"{_PARAMS_KEY}.strength ({self.strength}) x {_PARAMS_KEY}.num_inference_steps "
+                f"({self.num_inference_steps}) gives int({self.num_inference_steps * self.strength:g}) = "
+                f"{self.denoising_steps} denoising steps: img2img would return the anchor unchanged. "
+                "Raise strength or num_inference_steps so that their product is >= 1."
+            )
+        return self
+
+    @property
+    def denoising_steps(self) -> int:
+        """Denoising steps diffusers' img2img actually runs: ``int(num_inference_steps * strength)``."""
+        return int(self.num_inference_steps * self.strength)
+
+    def resolve_device(self) -> str:
+        """The torch device string: ``device``, or for ``"auto"`` ``"cuda"`` when CUDA is available else ``"cpu"``."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def resolve_dtype(self, device: str) -> Any:
+        """The ``torch.dtype`` of the pipeline on ``device`` (``"auto"``: float16 on CUDA, float32 elsewhere)."""
+        import torch
+
+        if self.dtype == "auto":
+            return torch.float16 if device.startswith("cuda") else torch.float32
+        return getattr(torch, self.dtype)
+
+
+def item_seed(seed: int, anchor_id: str, attempt: int = 0) -> int:
+    """Seed of the noise for one anchor's edit: the first 8 bytes (little endian) of
+    SHA-256(``"{seed}:{anchor_id}:{attempt}"``), masked to 63 bits.
+
+    Depends only on the base seed, the anchor id and the attempt (0 = first try, 1 = the retry after a
+    degenerate output), never on batching or on the order of the anchors.
+    """
+    digest = hashlib.sha256(f"{int(seed)}:{anchor_id}:{int(attempt)}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def degeneracy(image: np.ndarray) -> str | None:
+    """Why a generated image is unusable as a hard negative v'_i, or ``None`` if it is fine.
+
+    Args:
+        image: ``[H, W, C]`` float array in [0, 1] (diffusers' ``output_type="np"``), possibly NaN.
+
+    Returns:
+        ``"nan"`` if any value is NaN or infinite (e.g. a float16 VAE overflow); ``"black"`` if every value of the
+        8-bit image ``round(255 x)`` is <= :data:`BLACK_MAX` (4); ``"constant"`` if the 8-bit values span
+        <= :data:`CONSTANT_PTP` (2) levels over all pixels and channels (a flat image of any colour); else ``None``.
+
+    Raises:
+        ValueError: if ``image`` is not 3-dimensional or is empty.
+    """
+    image = np.asarray(image)
+    if image.ndim != 3 or image.size == 0:
+        raise ValueError(f"degeneracy: expected a non-empty [H, W, C] image, got shape {image.shape}")
+    if not np.isfinite(image).all():
+        return "nan"
+    u8 = _to_uint8(image)
+    if int(u8.max()) <= BLACK_MAX:
+        return "black"
+    if int(u8.max()) - int(u8.min()) <= CONSTANT_PTP:
+        return "constant"
+    return None
+
+
+def _to_uint8(image: np.ndarray) -> np.ndarray:
+    """``[H, W, C]`` float in [0, 1] -> uint8 ``round(255 x)`` (diffusers' own ``numpy_to_pil`` rounding)."""
+    return (np.clip(image, 0.0, 1.0) * 255.0).round().astype(np.uint8)
+
+
+def _load_square(path: str | os.PathLike, size: int):
+    """The anchor image as a ``size`` x ``size`` RGB PIL image (centre square crop, bicubic resize), or ``None``
+    when the file is missing, truncated or not an image. No EXIF rotation is applied, as in training."""
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(path) as im:
+            rgb = im.convert("RGB")  # forces a full decode: a truncated file fails here
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        return None
+    if rgb.width < 1 or rgb.height < 1:
+        return None
+    return ImageOps.fit(rgb, (size, size), method=Image.Resampling.BICUBIC, centering=(0.5, 0.5))
+
+
+class SdxlTurboNegatives:
+    """Hard negative images v'_i = f_gen(v_i, t'_i) by SDXL-Turbo img2img (paper Sec. 2.2, Fig. 2).
+
+    For each anchor the image v_i is centre-cropped to a square and resized to ``cfg.size`` (bicubic), then edited
+    by diffusers' SDXL img2img pipeline with the rewritten caption t'_i as the prompt (no negative prompt,
+    ``guidance_scale`` 0, ``strength`` and ``num_inference_steps`` from ``cfg``) and one ``torch.Generator``
+    (on the CPU, so results match across devices up to kernel numerics) seeded by :func:`item_seed` per anchor.
+
+    **Sizes.** The stored edit ``out_dir/<anchor id>.png`` is a ``cfg.size`` x ``cfg.size`` 8-bit RGB PNG. The
+    anchor image stays untouched on disk (no second copy of the corpus): the edit covers the anchor's central
+    square, the same region (up to one pixel of rounding) that open_clip's default preprocessing (resize_mode
+    ``shortest``: resize the shortest side, then centre crop) keeps of the anchor, so after preprocessing v_i and
+    v'_i show the same field of view at the model's input size. (With ``augment: true`` both images get
+    independent random crops anyway.)
+
+    **Failures are counted, never padded.** An anchor image that is missing, truncated or not an image gives
+    ``(None, "unreadable")``. A degenerate output (:func:`degeneracy`: NaN, black or constant) is regenerated once
+    with the attempt-1 seed; if that is degenerate too the anchor gives ``(None, "degenerate")``. ``counts``
+    (a ``Counter``, cumulative over calls) holds ``edited``, ``unreadable``, ``degenerate``, ``retried`` and
+    ``degenerate_<nan|black|constant>`` for every degenerate output seen (first tries and retries).
+
+    Args:
+        cfg: the :class:`SdxlTurboParams`.
+        out_dir: folder for the edits; created if missing.
+        pipeline: an already built img2img pipeline (tests); ``None`` loads
+            ``AutoPipelineForImage2Image.from_pretrained(cfg.model, dtype=..., variant=cfg.variant)`` on
+            ``cfg``'s device at the first :meth:`edit` that has a readable image.
+
+    Raises:
+        TypeError: if ``cfg`` is not a :class:`SdxlTurboParams`.
+    """
+
+    def __init__(self, cfg: SdxlTurboParams, out_dir: str | os.PathLike, pipeline: Any = None) -> None:
+        if not isinstance(cfg, SdxlTurboParams):
+            raise TypeError(f"SdxlTurboNegatives: cfg must be SdxlTurboParams, got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._pipeline = pipeline
+        self.counts: Counter = Counter()
+
+    @property
+    def pipeline(self) -> Any:
+        """The img2img pipeline, loaded on first use (see the class docstring).
+
+        Raises:
+            RuntimeError: naming ``concreteplant.image_edit.model`` when diffusers cannot load it (no weights
+                offline, a wrong id or variant).
+        """
+        if self._pipeline is None:
+            self._pipeline = self._load_pipeline()
+        return self._pipeline
+
+    def _load_pipeline(self) -> Any:
+        from diffusers import AutoPipelineForImage2Image
+
+        device = self.cfg.resolve_device()
+        dtype = self.cfg.resolve_dtype(device)
+        try:
+            # diffusers 0.42 names the argument ``dtype`` (``torch_dtype`` is its deprecated alias)
+            pipe = AutoPipelineForImage2Image.from_pretrained(self.cfg.model, dtype=dtype, variant=self.cfg.variant)
+        except Exception as err:  # hub/network/file errors come in many types; re-raised with the key named
+            raise RuntimeError(
+                f"{_PARAMS_KEY}.model: diffusers cannot load {self.cfg.model!r} (variant {self.cfg.variant!r}, "
+                f"dtype {dtype}): {type(err).__name__}: {err}"
+            ) from err
+        pipe = pipe.to(device)
+        pipe.set_progress_bar_config(disable=True)
+        return pipe
+
+    def edit(
+        self,
+        items: Sequence[tuple[str, str | os.PathLike, str]],
+        desc: str = "concreteplant: SDXL-Turbo negatives",
+        progress: bool = True,
+    ) -> list[tuple[str | None, str | None]]:
+        """Edit each anchor image to match its rewritten caption t'_i.
+
+        Args:
+            items: ``[Q]`` tuples ``(anchor_id, image_path, negative_caption)``. The anchor id names the output
+                file ``out_dir/<anchor_id>.png`` (written atomically, replacing an existing one).
+            desc: label of the progress bar (tqdm; its rate is in images per second).
+            progress: ``False`` hides the bar (when the caller keeps its own).
+
+        Returns:
+            ``[Q]`` results in input order: ``(path, None)`` with ``path = str(out_dir / f"{anchor_id}.png")`` for
+            a stored edit, else ``(None, reason)`` with reason ``"unreadable"`` or ``"degenerate"``.
+
+        Raises:
+            ValueError: naming the item index, for an item that is not a 3-tuple, an anchor id that is empty, is
+                ``.``/``..`` or contains a path separator, an empty caption, or an anchor id given twice.
+            TypeError: naming the item index, for a non-string anchor id or caption.
+            RuntimeError: if the pipeline cannot be loaded or returns images of the wrong shape.
+        """
+        from tqdm.auto import tqdm
+
+        items = list(items)
+        self._check_items(items)
+        results: list[tuple[str | None, str | None]] = [(None, None)] * len(items)
+        bs = self.cfg.batch_size
+        with tqdm(total=len(items), desc=desc, unit="img", disable=not progress) as bar:
+            for start in range(0, len(items), bs):
+                chunk = []
+                for k in range(start, min(start + bs, len(items))):
+                    anchor_id, path, caption = items[k]
+                    image = _load_square(path, self.cfg.size)
+                    if image is None:
+                        results[k] = (None, "unreadable")
+                        self.counts["unreadable"] += 1
+                    else:
+                        chunk.append((k, str(anchor_id), image, caption))
+                retry = []
+                for entry, out in zip(chunk, self._generate(chunk, attempt=0)):
+                    kind = degeneracy(out)
+                    if kind is None:
+                        results[entry[0]] = (self._write(entry[1], out), None)
+                    else:
+                        self.counts[f"degenerate_{kind}"] += 1
+                        retry.append(entry)
+                self.counts["retried"] += len(retry)
+                for entry, out in zip(retry, self._generate(retry, attempt=1)):
+                    kind = degeneracy(out)
+                    if kind is None:
+                        results[entry[0]] = (self._write(entry[1], out), None)
+                    else:
+                        self.counts[f"degenerate_{kind}"] += 1
+                        self.counts["degenerate"] += 1
+                        results[entry[0]] = (None, "degenerate")
+                bar.update(min(start + bs, len(items)) - start)
+        self.counts["edited"] += sum(path is not None for path, _ in results)
+        return results
+
+    @staticmethod
+    def _check_items(items: list) -> None:
+        seen: dict[str, int] = {}
+        for k, item in enumerate(items):
+            if isinstance(item, (str, bytes)) or not isinstance(item, Sequence) or len(item) != 3:
+                raise ValueError(f"SdxlTurboNegatives.edit: items[{k}] must be (anchor_id, image_path, "
+                                 f"negative_caption), got {item!r}")
+            anchor_id, _, caption = item
+            if not isinstance(anchor_id, str):
+                raise TypeError(f"items[{k}]: anchor_id is {type(anchor_id).__name__}, expected str")
+            if not isinstance(caption, str):
+                raise TypeError(f"items[{k}]: negative_caption is {type(caption).__name__}, expected str")
+            if anchor_id in ("", ".", "..") or any(sep in anchor_id for sep in ("/", "\\", os.sep, "\0")):
+                raise ValueError(f"items[{k}]: anchor_id {anchor_id!r} cannot name a file in out_dir")
+            if not caption.strip():
+                raise ValueError(f"items[{k}] ({anchor_id}): negative_caption is empty")
+            if anchor_id in seen:
+                raise ValueError(f"items[{k}]: anchor_id {anchor_id!r} repeats items[{seen[anchor_id]}] "
+                                 "(both would write the same file)")
+            seen[anchor_id] = k
+
+    def _generate(self, chunk: list, attempt: int) -> np.ndarray:
+        """One pipeline call; returns ``[B, size, size, 3]`` float32 in [0, 1] (NaN possible)."""
+        size = self.cfg.size
+        if not chunk:
+            return np.zeros((0, size, size, 3), dtype=np.float32)
+        import torch
+
+        generators = [torch.Generator(device="cpu").manual_seed(item_seed(self.cfg.seed, aid, attempt))
+                      for _, aid, _, _ in chunk]
+        out = self.pipeline(
+            prompt=[caption for _, _, _, caption in chunk],
+            image=[image for _, _, image, _ in chunk],
+            strength=self.cfg.strength,
+            num_inference_steps=self.cfg.num_inference_steps,
+            guidance_scale=self.cfg.guidance_scale,
+            generator=generators,
+            output_type="np",
+        )
+        images = np.asarray(out.images, dtype=np.float32)
+        if images.shape != (len(chunk), size, size, 3):
+            raise RuntimeError(
+                f"SDXL-Turbo pipeline returned images of shape {images.shape}, expected {(len(chunk), size, size, 3)}"
+            )
+        return images
+
+    def _write(self, anchor_id: str, image: np.ndarray) -> str:
+        from PIL import Image
+
+        from concrete_jungle.io import atomic_write
+
+        path = self.out_dir / f"{anchor_id}.png"
+        with atomic_write(path, "wb", encoding=None) as fh:
+            Image.fromarray(_to_uint8(image)).save(fh, format="PNG")
+        return str(path)

@@ -1,11 +1,32 @@
 """ConcretePlant end to end (paper Sec. 2.2, Fig. 2, A.1): anchor caption -> keyword candidates with
 concreteness -> one sampled keyword -> rewritten caption t'_i -> hard-negative image v'_i -> ConcreteBatch.
+
+Scale and resumability. The anchors are cut into shards of ``concreteplant.shard_size`` consecutive manifest
+records. Each shard is generated independently — its own keyword-sampler stream seeded by (seed, dataset, shard)
+and its own attribute/object quota — and written atomically to a work folder keyed by a fingerprint of
+everything that determines the output (dataset, seed, ConcretePlant params except the shard assignment, world
+config, the manifest's ids / images / anchors):
+
+    data/<profile>/concreteplant-shards/<dataset>/<fingerprint>/shard-00000.jsonl   (+ .stats.json, images/)
+
+A process generates the shards ``k`` with ``k % shard_count == shard_index`` (so many machines or GPUs can split
+a corpus over a shared folder) and skips every shard already written, so a run killed at any moment (even with
+SIGKILL) and restarted redoes at most the shard it was in, and its final ConcreteBatch equals that of an
+uninterrupted run. When every shard is present the run merges them, in shard order, into the stage output.
+The work folder is not a DVC output, so it survives DVC's removal of the stage outputs before a re-run.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
+import signal
 import statistics
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,16 +34,20 @@ from tqdm.auto import tqdm
 
 from concrete_jungle.concreteplant.image_negatives import RetrievalNegatives, SceneNegatives
 from concrete_jungle.concreteplant.keywords import load_spacy, mine_keywords
-from concrete_jungle.concreteplant.lexical import LexicalRewriter
-from concrete_jungle.concreteplant.rewrite import RewriteRequest, validate_rewrite
+from concrete_jungle.concreteplant.rewrite import RewriteRequest, build_rewriter, rewrite_with_retries
 from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
+from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl
 
-__all__ = ["run_concreteplant", "DATASET_SEED_OFFSET"]
+__all__ = ["run_concreteplant", "ShardPlan", "shard_plan", "fingerprint", "tokenize_equal", "DATASET_SEED_OFFSET",
+           "FAULT_ENV"]
 
 # Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise.
 DATASET_SEED_OFFSET = {"hc": 11, "lc": 23, "wo": 37}
-_TEXT_ONLY = ""  # marker of a text-only hard negative (image_negatives: none)
+#: Fault injection for the resume tests: ``CJ_FAULT_KILL_AFTER_SHARDS=<k>`` makes the process SIGKILL itself right
+#: after it has written its k-th shard (a crash at the worst moment that a test can reproduce).
+FAULT_ENV = "CJ_FAULT_KILL_AFTER_SHARDS"
+_SHARD_FIELDS = ("shard_index", "shard_count", "batch_size")  # do not change what a shard contains
 
 
 def _image_mode(cp: Any, records: list[dict]) -> str:
@@ -31,26 +56,194 @@ def _image_mode(cp: Any, records: list[dict]) -> str:
     return "scene" if all("scene" in r for r in records) else "retrieval"
 
 
+@dataclass(frozen=True)
+class ShardPlan:
+    """Which shards exist and which this process generates.
+
+    Attributes:
+        bounds: ``[(start, end)]`` record ranges of every shard, in order.
+        mine: indices of the shards assigned to this process (``k % shard_count == shard_index``).
+    """
+
+    bounds: tuple[tuple[int, int], ...]
+    mine: tuple[int, ...]
+
+
+def shard_plan(n_records: int, shard_size: int, shard_index: int = 0, shard_count: int = 1) -> ShardPlan:
+    """Cut ``n_records`` anchors into shards of ``shard_size`` (the last may be shorter) and assign them.
+
+    Raises:
+        ValueError: if ``shard_size < 1``, ``shard_count < 1`` or ``shard_index`` is not in ``[0, shard_count)``.
+    """
+    if shard_size < 1:
+        raise ValueError(f"concreteplant.shard_size must be >= 1, got {shard_size}")
+    if shard_count < 1 or not 0 <= shard_index < shard_count:
+        raise ValueError(f"concreteplant.shard_index must be in [0, shard_count={shard_count}), got {shard_index}")
+    bounds = tuple((s, min(s + shard_size, n_records)) for s in range(0, n_records, shard_size))
+    return ShardPlan(bounds, tuple(k for k in range(len(bounds)) if k % shard_count == shard_index))
+
+
+def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict]) -> str:
+    """Hex digest (16 chars) of everything that determines a ConcreteBatch: dataset, seed, ConcretePlant params
+    except the shard assignment and parse batch size, world config, and each record's id, image and anchor."""
+    h = hashlib.sha256()
+    cfg = cp.model_dump(mode="json") if hasattr(cp, "model_dump") else dict(vars(cp))
+    for key in _SHARD_FIELDS:
+        cfg.pop(key, None)
+    world = world_cfg.model_dump(mode="json") if hasattr(world_cfg, "model_dump") else repr(world_cfg)
+    h.update(json.dumps([dataset, seed, cfg, world], sort_keys=True, default=str).encode())
+    for r in records:
+        h.update(f"{r['id']}\x1f{r['image']}\x1f{r['anchor']}\x1e".encode())
+    return h.hexdigest()[:16]
+
+
+def tokenize_equal(captions: Sequence[str], negatives: Sequence[str], tokenizer=None) -> list[bool]:
+    """Whether each (t_i, t'_i) pair tokenizes to the same tensor (open_clip's default tokenizer, 77 positions:
+    it lower-cases and normalises whitespace, so "Red" -> "red" is no hard negative at all).
+
+    Raises:
+        ValueError: if the two lists differ in length.
+    """
+    if len(captions) != len(negatives):
+        raise ValueError(f"tokenize_equal: {len(captions)} captions but {len(negatives)} negatives")
+    if not captions:
+        return []
+    if tokenizer is None:
+        import open_clip
+
+        tokenizer = open_clip.get_tokenizer("ViT-B-32")
+    a, b = tokenizer(list(captions)), tokenizer(list(negatives))
+    return (a == b).all(dim=1).tolist()
+
+
+class _Generator:
+    """Per-run state shared by the shards: spaCy, the concreteness table, rewriter and image backends."""
+
+    def __init__(self, records: list[dict], dataset: str, cp: Any, world_cfg: Any, work: Path, ds_seed: int):
+        self.dataset, self.cp, self.world_cfg, self.work, self.ds_seed = dataset, cp, world_cfg, work, ds_seed
+        self.mode = _image_mode(cp, records)
+        self.nlp = load_spacy(cp.spacy_model)
+        self.table = load_concreteness()
+        vocabulary = None
+        self.scene_neg = None
+        if self.mode == "scene":
+            from concrete_jungle.corpus.scene_world import world_vocabulary
+
+            vocabulary = world_vocabulary(world_cfg)
+            self.scene_neg = SceneNegatives(world_cfg, work / "images")
+        self.retrieval = RetrievalNegatives(records) if self.mode == "retrieval" else None
+        self.image_edit = None
+        if self.mode == "sdxl_turbo":
+            from concrete_jungle.concreteplant.image_negatives import SdxlTurboNegatives
+
+            self.image_edit = SdxlTurboNegatives(cp.image_edit, work / "images")
+        self.rewriter = build_rewriter(cp.rewriter, seed=ds_seed, dataset=dataset, vocabulary=vocabulary)
+        self.bar_text = tqdm(desc=f"concreteplant {dataset}: captions", unit="caption", total=len(records))
+        self.bar_img = tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
+
+    def shard(self, k: int, records: list[dict]) -> tuple[list[dict], Counter]:
+        """Generate one shard: ConcreteBatch rows and skip counts by reason (accepted rewrites by attempt in
+        :attr:`accepted_by_attempt`, reset per shard)."""
+        cp, skipped = self.cp, Counter()
+        self.accepted_by_attempt = Counter()
+        candidates = mine_keywords([r["anchor"] for r in records], nlp=self.nlp, table=self.table,
+                                   batch_size=cp.batch_size)
+        sampler = KeywordSampler(self.dataset, top_k=cp.top_k, temperature=cp.temperature,
+                                 seed=self.ds_seed * 100_003 + k, cut=cp.cut)
+        chosen = []
+        for rec, cands in zip(records, candidates):
+            kw, reason = sampler.sample(cands)
+            if kw is None:
+                skipped[reason or "no_keyword"] += 1
+            else:
+                chosen.append((rec, kw))
+        requests = [RewriteRequest(caption=r["anchor"], keyword=k_.text, start=k_.start, end=k_.end, type=k_.type,
+                                   lemma=k_.lemma) for r, k_ in chosen]
+        results, _ = rewrite_with_retries(self.rewriter, requests, cp.rewriter.max_attempts)
+        rewritten = []
+        for (rec, kw), res in zip(chosen, results):
+            if res.negative_caption is None:
+                skipped[f"rewrite_{res.reason or 'failed'}"] += 1
+            else:
+                self.accepted_by_attempt[str(res.attempt)] += 1
+                rewritten.append((rec, kw, res.negative_caption))
+        same = tokenize_equal([r["anchor"] for r, _, _ in rewritten], [t for _, _, t in rewritten])
+        skipped["tokenize_equal"] += sum(same)
+        rewritten = [x for x, eq in zip(rewritten, same) if not eq]
+        self.bar_text.update(len(records))
+
+        images = self._images(rewritten, skipped)
+        rows = []
+        for (rec, kw, neg), img in zip(rewritten, images):
+            if img is None:
+                continue
+            rows.append({
+                "anchor_id": rec["id"], "image": rec["image"], "caption": rec["anchor"], "keyword": kw.text,
+                "lemma": kw.lemma, "type": kw.type, "span": [kw.start, kw.end], "c_i": float(kw.concreteness),
+                "negative_caption": neg, "negative_image": img or None,
+            })
+        return rows, +skipped
+
+    def _images(self, rewritten: list[tuple], skipped: Counter) -> list[str | None]:
+        """Hard-negative image per rewritten pair: a path, ``""`` for text-only, or None (skipped, counted)."""
+        if self.mode == "retrieval":
+            out = list(self.retrieval.find([t for _, _, t in rewritten], [r["id"] for r, _, _ in rewritten]))
+        elif self.mode == "scene":
+            out = []
+            for rec, kw, neg in rewritten:
+                path, reason = self.scene_neg.render_negative(rec, kw.start, kw.end, rec["anchor"], neg)
+                if path is None:
+                    skipped[f"image_{reason}"] += 1
+                out.append(path)
+                self.bar_img.update(1)
+        elif self.mode == "sdxl_turbo":
+            edits = self.image_edit.edit([(r["id"], r["image"], neg) for r, _, neg in rewritten], progress=False)
+            out = []
+            for path, reason in edits:
+                if path is None:
+                    skipped[f"image_{reason}"] += 1
+                out.append(path)
+            self.bar_img.update(len(rewritten))
+        else:  # "none": text-only hard negatives; negative_image is null (the 2N x 2N losses refuse such records)
+            out = [""] * len(rewritten)
+        return out
+
+    def close(self) -> None:
+        self.bar_text.close()
+        self.bar_img.close()
+
+
+def _maybe_fault(n_written: int) -> None:
+    limit = os.environ.get(FAULT_ENV)
+    if limit and n_written >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_concreteplant(
-    records: list[dict], dataset: str, cp: Any, world_cfg: Any, out_dir: Path, seed: int = 0
-) -> tuple[list[dict], dict]:
+    records: list[dict], dataset: str, cp: Any, world_cfg: Any, out_dir: Path, seed: int = 0,
+    work_root: Path | None = None,
+) -> tuple[list[dict] | None, dict]:
     """Generate the ConcreteBatch ``dataset`` (``hc`` | ``lc`` | ``wo``) from corpus manifest records.
 
     Args:
         records: manifest records (``id``, ``image``, ``anchor``; scene-world records also ``scene`` and
             ``anchor_slots``).
         dataset: keyword sampling mode: high concreteness, low concreteness, or concreteness ignored.
-        cp: ``ConcretePlantParams`` (top_k, temperature, cut, rewriter, image_negatives, spacy_model, batch_size,
-            max_anchors).
+        cp: ``ConcretePlantParams`` (top_k, temperature, cut, rewriter, image_negatives, image_edit, spacy_model,
+            batch_size, max_anchors, shard_size, shard_index, shard_count).
         world_cfg: the scene world's ``WorldConfig`` (used for ``scene`` image negatives).
-        out_dir: the dataset folder; negative images go to ``out_dir/images``.
+        out_dir: the dataset folder; negative images are linked into ``out_dir/images``.
+        work_root: the shard work folder (module docstring); default ``out_dir.parent.parent /
+            "concreteplant-shards" / dataset``.
 
     Returns:
         ``(batch, stats)``: ConcreteBatch records (docs/architecture.md) and finite statistics: kept / skipped by
-        reason, share of each type, mean and median c_i (Brysbaert 1-5), number of unique keywords.
+        reason (rewriter rejections as ``rewrite_<reason>``, ``tokenize_equal`` pairs, ``image_<reason>``), share
+        of each type, mean and median c_i (Brysbaert 1-5), number of unique keywords, shards. ``batch`` is None
+        when shards assigned to other processes are still missing (then ``stats`` says which).
 
     Raises:
-        ValueError: for an unknown dataset or an empty corpus.
+        ValueError: for an unknown dataset, an empty corpus or invalid shard settings.
     """
     if dataset not in DATASET_SEED_OFFSET:
         raise ValueError(f"unknown ConcreteBatch dataset {dataset!r}; expected one of {sorted(DATASET_SEED_OFFSET)}")
@@ -59,79 +252,75 @@ def run_concreteplant(
     if cp.max_anchors:
         records = records[: cp.max_anchors]
     ds_seed = seed * 1000 + DATASET_SEED_OFFSET[dataset]
+    plan = shard_plan(len(records), cp.shard_size, cp.shard_index, cp.shard_count)
+    out_dir = Path(out_dir)
+    work_root = Path(work_root) if work_root is not None else out_dir.parent.parent / "concreteplant-shards" / dataset
+    fp = fingerprint(dataset, seed, cp, world_cfg, records)
+    work = work_root / fp
+    if work_root.exists() and cp.shard_count == 1:  # stale work of other inputs (never another machine's)
+        for old in work_root.iterdir():
+            if old.name != fp:
+                shutil.rmtree(old, ignore_errors=True)
+
+    def done(k: int) -> bool:
+        return (work / f"shard-{k:05d}.stats.json").exists()
+
+    todo = [k for k in plan.mine if not done(k)]
+    gen = _Generator(records, dataset, cp, world_cfg, work, ds_seed) if todo else None
+    try:
+        if gen is not None:
+            gen.bar_text.update(sum(e - s for k, (s, e) in enumerate(plan.bounds) if done(k)))
+        for n_written, k in enumerate(todo, start=1):
+            s, e = plan.bounds[k]
+            rows, skipped = gen.shard(k, records[s:e])
+            write_jsonl(work / f"shard-{k:05d}.jsonl", rows)
+            write_json(work / f"shard-{k:05d}.stats.json", {"shard": k, "n_anchors": e - s, "skipped": skipped,
+                                                             "accepted_by_attempt": gen.accepted_by_attempt})
+            _maybe_fault(n_written)
+    finally:
+        if gen is not None:
+            gen.close()
+
+    missing = [k for k in range(len(plan.bounds)) if not done(k)]
     mode = _image_mode(cp, records)
-    nlp = load_spacy(cp.spacy_model)
-    table = load_concreteness()
-    anchors = [r["anchor"] for r in records]
-    candidates = mine_keywords(anchors, nlp=nlp, table=table, batch_size=cp.batch_size)
+    if missing:
+        return None, {"dataset": dataset, "n_shards": len(plan.bounds), "missing_shards": missing,
+                      "work_dir": str(work)}
+    batch, skipped, attempts = [], Counter(), Counter()
+    images = out_dir / "images"
+    for k in range(len(plan.bounds)):
+        shard_stats = read_json(work / f"shard-{k:05d}.stats.json")
+        skipped.update(shard_stats["skipped"])
+        attempts.update(shard_stats["accepted_by_attempt"])
+        for row in read_jsonl(work / f"shard-{k:05d}.jsonl"):
+            img = row["negative_image"]
+            if img and Path(img).parent == work / "images":  # generated here: link into the stage output
+                images.mkdir(parents=True, exist_ok=True)
+                dest = images / Path(img).name
+                if not dest.exists():
+                    try:
+                        os.link(img, dest)
+                    except OSError:
+                        shutil.copy2(img, dest)
+                row["negative_image"] = str(dest)
+            batch.append(row)
+    stats = _stats(batch, skipped, dataset, mode, len(records), len(plan.bounds))
+    stats["rewrite_accepted_by_attempt"] = dict(sorted(attempts.items()))
+    return batch, stats
 
-    skipped: Counter = Counter()
-    sampler = KeywordSampler(dataset, top_k=cp.top_k, temperature=cp.temperature, seed=ds_seed, cut=cp.cut)
-    chosen = []
-    for rec, cands in zip(records, candidates):
-        kw, reason = sampler.sample(cands)
-        if kw is None:
-            skipped[reason or "no_keyword"] += 1
-        else:
-            chosen.append((rec, kw))
 
-    vocabulary = None
-    scene_neg = None
-    if mode == "scene":
-        from concrete_jungle.corpus.scene_world import world_vocabulary
-
-        vocabulary = world_vocabulary(world_cfg)
-        scene_neg = SceneNegatives(world_cfg, out_dir / "images")
-    retrieval = RetrievalNegatives(records) if mode == "retrieval" else None
-    rewriter = LexicalRewriter(seed=ds_seed, vocabulary=vocabulary)
-    requests = [RewriteRequest(caption=r["anchor"], keyword=k.text, start=k.start, end=k.end, type=k.type,
-                               lemma=k.lemma) for r, k in chosen]
-    results = rewriter.rewrite(requests)
-
-    rewritten = []
-    for (rec, kw), res in zip(chosen, results):
-        if res.negative_caption is None:
-            skipped[f"rewrite_{res.reason or 'failed'}"] += 1
-            continue
-        reason = validate_rewrite(rec["anchor"], kw.start, kw.end, res.negative_caption)
-        if reason:
-            skipped[f"rewrite_{reason}"] += 1
-            continue
-        rewritten.append((rec, kw, res.negative_caption))
-
-    neg_images: list[str | None]
-    if mode == "retrieval":
-        neg_images = list(retrieval.find([t for _, _, t in rewritten], [r["id"] for r, _, _ in rewritten]))
-    elif mode == "scene":
-        neg_images = []
-        for rec, kw, neg in tqdm(rewritten, desc=f"concreteplant {dataset}: scene negatives", unit="img"):
-            path, reason = scene_neg.render_negative(rec, kw.start, kw.end, rec["anchor"], neg)
-            if path is None:
-                skipped[f"image_{reason}"] += 1
-            neg_images.append(path)
-    else:  # "none": text-only hard negatives; negative_image is null (the 2N x 2N losses refuse such records)
-        neg_images = [_TEXT_ONLY] * len(rewritten)
-
-    batch = []
-    for (rec, kw, neg), neg_img in zip(rewritten, neg_images):
-        if neg_img is None:
-            continue
-        batch.append({
-            "anchor_id": rec["id"], "image": rec["image"], "caption": rec["anchor"], "keyword": kw.text,
-            "lemma": kw.lemma, "type": kw.type, "span": [kw.start, kw.end], "c_i": float(kw.concreteness),
-            "negative_caption": neg, "negative_image": None if neg_img is _TEXT_ONLY else neg_img,
-        })
+def _stats(batch: list[dict], skipped: Counter, dataset: str, mode: str, n_anchors: int, n_shards: int) -> dict:
     cs = [b["c_i"] for b in batch]
     types = Counter(b["type"] for b in batch)
-    stats = {
+    return {
         "dataset": dataset,
         "image_negatives": mode,
-        "n_anchors": len(records),
+        "n_anchors": n_anchors,
         "n_kept": len(batch),
-        "skipped": dict(sorted(skipped.items())),
+        "n_shards": n_shards,
+        "skipped": dict(sorted((k, v) for k, v in skipped.items() if v)),
         "type_share": {t: types.get(t, 0) / max(len(batch), 1) for t in ("attribute", "relation", "object")},
         "mean_c": statistics.fmean(cs) if cs else 0.0,
         "median_c": statistics.median(cs) if cs else 0.0,
         "n_unique_keywords": len({b["lemma"] for b in batch}),
     }
-    return batch, stats

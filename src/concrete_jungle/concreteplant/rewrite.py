@@ -4,20 +4,37 @@ The paper's rewriter f_cap is Qwen3-32B prompted with the A.2 prompt (:data:`A2_
 :func:`build_prompt`), with in-context examples chosen by compositional type (attribute / relation /
 object) and a shared example set for the dataset built "without considering concreteness" (D_wo).
 Every rewriter implements the :class:`Rewriter` protocol: a batch of :class:`RewriteRequest` in, one
-:class:`RewriteResult` per request out (a negative caption, or ``None`` and a reason).
+:class:`RewriteResult` per request out (a negative caption, or ``None`` and a reason); ``attempt`` > 0 asks
+for the attempt-th retry (a different answer, reproducibly).
 
-Backends: :class:`~concrete_jungle.concreteplant.lexical.LexicalRewriter` (offline substitution lists).
+Backends (:class:`RewriterParams` ``backend``, built by :func:`build_rewriter`):
+
+* ``lexical`` — :class:`~concrete_jungle.concreteplant.lexical.LexicalRewriter` (offline substitution lists);
+* ``llm`` — :class:`~concrete_jungle.concreteplant.llm.TransformersRewriter` (Hugging Face transformers,
+  the model's chat template, batched greedy decoding);
+* ``vllm`` — :class:`~concrete_jungle.concreteplant.llm.VLLMRewriter` (vLLM offline batch inference, tensor
+  parallelism; optional dependency).
+
+The LLM backends see the A.2 prompt of :func:`request_prompt`; the keyword they are shown is
+:func:`prompt_keyword`.
 
 :func:`validate_rewrite` checks any rewriter's output: non-empty, one line, changed, and changed only inside
-the keyword span (plus an adjacent a/an article).
+the keyword span (plus an adjacent a/an article). :func:`clean_generation` first strips what chat models wrap
+around an answer (a think block, "Output:", "Sure, here is ...:", quotes). :func:`rewrite_with_retries` runs a
+rewriter, cleans and validates every answer, re-asks the rejected requests, and counts the final rejections
+by reason.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "REWRITE_TYPES",
@@ -26,10 +43,18 @@ __all__ = [
     "A2_EXAMPLES",
     "format_examples",
     "build_prompt",
+    "prompt_keyword",
+    "request_prompt",
     "RewriteRequest",
     "RewriteResult",
     "Rewriter",
     "validate_rewrite",
+    "clean_generation",
+    "retry_seed",
+    "rewrite_with_retries",
+    "REJECTION_REASONS",
+    "RewriterParams",
+    "build_rewriter",
 ]
 
 REWRITE_TYPES = ("attribute", "relation", "object")
@@ -150,19 +175,63 @@ class RewriteRequest:
 
 @dataclass(frozen=True)
 class RewriteResult:
-    """A rewriter's answer: ``negative_caption`` t'_i, or ``None`` with the ``reason`` it was not produced."""
+    """A rewriter's answer: ``negative_caption`` t'_i, or ``None`` with the ``reason`` it was not produced.
+
+    Attributes:
+        negative_caption: the rewritten caption t'_i (LLM backends: the generation after
+            :func:`clean_generation`), or ``None``.
+        reason: why there is no caption (a backend reason such as ``"no_substitute"``, or after
+            :func:`rewrite_with_retries` a rejection reason of :data:`REJECTION_REASONS`), else ``None``.
+        truncated: the generation stopped at the token limit (``max_new_tokens``) before its end-of-sequence
+            token; :func:`rewrite_with_retries` rejects it as ``"truncated"``.
+        raw: the decoded generation before cleaning (LLM backends), for inspection; ``None`` otherwise.
+        attempt: the attempt that produced this result (0 = first, greedy); set by :func:`rewrite_with_retries`.
+    """
 
     negative_caption: str | None
     reason: str | None
+    truncated: bool = False
+    raw: str | None = None
+    attempt: int = 0
 
 
 @runtime_checkable
 class Rewriter(Protocol):
-    """Anything that turns a batch of requests into one result per request, in order."""
+    """Anything that turns a batch of requests into one result per request, in order (f_cap of Sec. 2.2)."""
 
-    def rewrite(self, requests: list[RewriteRequest]) -> list[RewriteResult]:
-        """Rewrite every request; ``len(result) == len(requests)``."""
+    def rewrite(self, requests: list[RewriteRequest], attempt: int = 0) -> list[RewriteResult]:
+        """Rewrite every request; ``len(result) == len(requests)``.
+
+        ``attempt`` 0 asks for the first answer (LLM backends: greedy decoding); ``attempt`` k > 0 for the k-th
+        retry of requests whose earlier answer was rejected (LLM backends: temperature sampling seeded from
+        (seed, k); the lexical backend: its k-th alternative substitute). The same inputs give the same output.
+        """
         ...
+
+
+def prompt_keyword(request: RewriteRequest) -> str:
+    """The keyword as the LLM is shown it in the A.2 prompt.
+
+    The request's keyword text ``caption[start:end]``, except for a multi-word spatial relation phrase
+    ("in front of", "to the left of", "on top of", "next to"): the A.2 examples name such a phrase by its
+    content word ("Keyword: front", "Keyword: left"), so the phrase's content word — the request's ``lemma``
+    when it is one of the phrase's words — is shown instead. Whatever is shown, the answer is judged against
+    the request's whole span (:func:`validate_rewrite`), so "in front of" -> "behind" is a valid rewrite.
+    """
+    words = request.keyword.lower().split()
+    if request.type == "relation" and len(words) > 1 and request.lemma.lower() in words:
+        return request.lemma
+    return request.keyword
+
+
+def request_prompt(request: RewriteRequest, dataset: str) -> str:
+    """The A.2 prompt (:func:`build_prompt`) for one request of ConcreteBatch ``dataset`` (``hc``/``lc``/``wo``),
+    showing :func:`prompt_keyword`.
+
+    Raises:
+        ValueError: on an unknown ``dataset`` (see :func:`build_prompt`).
+    """
+    return build_prompt(request.caption, prompt_keyword(request), request.type, dataset)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -227,3 +296,258 @@ def validate_rewrite(caption: str, start: int, end: int, negative_caption: str |
                 return "outside_keyword_span"  # a doubled article ("a a cat")
             return None
     return "outside_keyword_span"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Cleaning LLM generations
+# --------------------------------------------------------------------------------------------------------
+_THINK_OPEN = "<think>"
+_THINK_CLOSE = "</think>"
+# A label in front of the answer: "Output:", "New caption:", "Rewritten caption -", "**Answer:**".
+_LABEL = re.compile(
+    r"^\**\s*(?:(?:the|my)\s+)?(?:(?:new|rewritten|modified|edited|negative|hard[- ]negative|final|updated|"
+    r"changed|generated)\s+)*(?:output|caption|answer|result|sentence)\s*\**\s*[:\-]\s*\**\s*",
+    re.IGNORECASE,
+)
+# Chat filler that ends in a colon: "Sure, here is the new caption:", "Here's the output:".
+_FILLER = re.compile(
+    r"^(?:sure|okay|ok|certainly|of course|alright|absolutely|here(?:'s|\s+is|\s+are)?)\b[^:\n]*:\s*",
+    re.IGNORECASE,
+)
+# A filler line on its own: "Sure!", "Okay.", "Certainly,".
+_FILLER_LINE = re.compile(r"^(?:sure|okay|ok|certainly|of course|alright|absolutely)\W*$", re.IGNORECASE)
+_QUOTES = (('"', '"'), ("“", "”"), ("'", "'"), ("‘", "’"), ("`", "`"), ("**", "**"))
+
+
+def _strip_quotes(text: str) -> str:
+    """Remove one pair of quotes wrapping the whole text (not '"Stop" and "Go" signs'), up to 3 levels."""
+    for _ in range(3):  # nested: **"..."**
+        text = text.strip()
+        for left, right in _QUOTES:
+            if len(text) <= len(left) + len(right) or not text.startswith(left):
+                continue
+            tail = right if text.endswith(right) else right + "." if text.endswith(right + ".") else None
+            if tail is None:
+                continue
+            inner = text[len(left) : len(text) - len(tail)]
+            if left in inner or right in inner:  # the quotes do not wrap the whole text
+                continue
+            text = inner + tail[len(right) :]  # "A cat on a mat". keeps its period
+            break
+        else:
+            return text
+    return text.strip()
+
+
+def clean_generation(text: str) -> str:
+    """Strip what a chat model wraps around its answer, leaving the caption to validate.
+
+    In order: (1) a think block — everything up to the last ``</think>`` (a ``<think>...</think>`` block, even
+    empty, as Qwen3 emits it with thinking disabled, or a bare closing tag when the chat template opened the
+    block); an unclosed leading ``<think>`` means the model never answered and gives ``""``; (2) leading blank
+    lines, lines ending in a colon ("Sure! Here is the new caption:") and filler-only lines ("Sure!") when
+    more lines follow; (3) a leading chat preamble on the answer's line — "Sure, here is ...:", "Here's ...:"
+    — and answer labels such as "Output:", "New caption:", "Rewritten caption:", "**Answer:**"; (4) a
+    surrounding pair of quotes, typographic quotes, backticks or ``**`` (a final period just outside the
+    closing quote is kept inside); (5) surrounding whitespace. Anything else is left for
+    :func:`validate_rewrite` to judge (a second line, an explanation, a changed word stay and are rejected).
+
+    Args:
+        text: one decoded generation (str). ``None`` is not accepted.
+
+    Returns:
+        The cleaned text (possibly ``""``).
+
+    Raises:
+        TypeError: if ``text`` is not a str.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"clean_generation: text must be a str, got {type(text).__name__}")
+    if _THINK_CLOSE in text:
+        text = text[text.rindex(_THINK_CLOSE) + len(_THINK_CLOSE) :]
+    elif text.lstrip().startswith(_THINK_OPEN):
+        return ""
+    lines = text.strip().splitlines()
+    while len(lines) > 1 and (
+        not lines[0].strip() or lines[0].rstrip().endswith(":") or _FILLER_LINE.match(lines[0].strip())
+    ):
+        lines.pop(0)
+    text = "\n".join(lines).strip()
+    for _ in range(3):  # "Sure, here it is: Output: ..." needs two passes
+        before = text
+        text = _FILLER.sub("", text, count=1)
+        text = _LABEL.sub("", text, count=1)
+        if text == before:
+            break
+    return _strip_quotes(text)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Retries
+# --------------------------------------------------------------------------------------------------------
+#: Reasons a rewrite is finally rejected, as counted by :func:`rewrite_with_retries` (backends may add their
+#: own, e.g. the lexical ``"no_substitute"``).
+REJECTION_REASONS = ("truncated", "empty", "multi_line", "unchanged", "outside_keyword_span", "keyword_unchanged")
+
+
+def retry_seed(seed: int, attempt: int, *salt: int) -> int:
+    """A reproducible 31-bit seed for retry ``attempt`` (> 0) of a rewriter seeded with ``seed``.
+
+    Derived by hashing ``(seed, attempt, *salt)`` (BLAKE2b), so neighbouring seeds or attempts do not give
+    correlated streams; ``salt`` separates further streams (e.g. the batch index of the transformers backend).
+    The result fits every engine's seed type (vLLM ``SamplingParams.seed``, ``torch.manual_seed``).
+    """
+    key = ",".join(str(int(v)) for v in (seed, attempt, *salt)).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") & 0x7FFF_FFFF
+
+
+def _judge(request: RewriteRequest, result: RewriteResult) -> tuple[str | None, str | None]:
+    """(cleaned caption, rejection reason or None) of one backend answer."""
+    if result.negative_caption is None:
+        return None, result.reason or "empty"
+    if result.truncated:
+        return None, "truncated"
+    cleaned = clean_generation(result.negative_caption)
+    reason = validate_rewrite(request.caption, request.start, request.end, cleaned)
+    return (cleaned, None) if reason is None else (None, reason)
+
+
+def rewrite_with_retries(
+    rewriter: Rewriter, requests: Sequence[RewriteRequest], max_attempts: int = 3
+) -> tuple[list[RewriteResult], Counter]:
+    """Rewrite every request with ``rewriter``, re-asking those whose answer is rejected (Sec. 2.2 f_cap).
+
+    Attempt 0 sends all requests (``rewriter.rewrite(requests, attempt=0)``: the LLM backends decode greedily).
+    Each answer is judged: a backend refusal (``negative_caption is None``) keeps the backend's reason; a
+    generation cut at the token limit is ``"truncated"``; otherwise the text goes through
+    :func:`clean_generation` and :func:`validate_rewrite` against the request's caption and keyword span.
+    Attempt k = 1, 2, ... sends only the requests rejected at attempt k-1 (``attempt=k``: the LLM backends
+    sample with the retry temperature and a seed derived from (seed, k)), up to ``max_attempts`` attempts in
+    all. ``max_attempts=1`` means no retry.
+
+    Args:
+        rewriter: any :class:`Rewriter`.
+        requests: the requests, in order.
+        max_attempts: attempts per request, >= 1.
+
+    Returns:
+        ``(results, rejected)``: one :class:`RewriteResult` per request, in order — the accepted, cleaned
+        negative caption with ``reason=None``, or ``negative_caption=None`` with the LAST attempt's rejection
+        reason; ``attempt`` says which attempt produced it and ``raw`` / ``truncated`` are the backend's — and a
+        Counter of the final rejection reasons (requests accepted on a retry are not counted).
+
+    Raises:
+        ValueError: if ``max_attempts < 1``.
+        RuntimeError: if the rewriter returns a different number of results than it was given requests.
+    """
+    if max_attempts < 1:
+        raise ValueError(f"rewrite_with_retries: max_attempts must be >= 1, got {max_attempts}")
+    requests = list(requests)
+    final: list[RewriteResult | None] = [None] * len(requests)
+    pending = list(range(len(requests)))
+    for attempt in range(max_attempts):
+        if not pending:
+            break
+        answers = rewriter.rewrite([requests[i] for i in pending], attempt=attempt)
+        if len(answers) != len(pending):
+            raise RuntimeError(
+                f"{type(rewriter).__name__}.rewrite returned {len(answers)} results for {len(pending)} requests "
+                f"(attempt {attempt})"
+            )
+        rejected = []
+        for i, answer in zip(pending, answers):
+            cleaned, reason = _judge(requests[i], answer)
+            final[i] = replace(answer, negative_caption=cleaned, reason=reason, attempt=attempt)
+            if reason is not None:
+                rejected.append(i)
+        pending = rejected
+    results = [r for r in final if r is not None]
+    return results, Counter(r.reason for r in results if r.reason is not None)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Configuration and construction
+# --------------------------------------------------------------------------------------------------------
+class RewriterParams(BaseModel):
+    """Settings of the caption rewriter f_cap (params.yaml ``concreteplant.rewriter``; Sec. 2.2, A.2).
+
+    A bare string is read as the backend (``rewriter: lexical`` == ``rewriter: {backend: lexical}``).
+
+    Attributes:
+        backend: ``lexical`` (offline substitution lists), ``llm`` (transformers) or ``vllm``.
+        model: Hugging Face model id or local path of the LLM (paper: ``Qwen/Qwen3-32B``); LLM backends only.
+        max_new_tokens: generation limit per caption, in tokens; an answer that reaches it without its
+            end-of-sequence token is rejected as ``"truncated"``. With ``enable_thinking`` the think block
+            counts too, so raise it (to thousands) there.
+        batch_size: prompts per ``generate`` call (``llm``); vLLM schedules its own batches.
+        max_attempts: attempts per caption in :func:`rewrite_with_retries` (1 = no retry).
+        retry_temperature: softmax temperature of the sampled retries (attempt >= 1), > 0 (no top-k / top-p).
+        tensor_parallel_size: GPUs the ``vllm`` engine shards the model over.
+        dtype: weight / activation dtype of the LLM (``auto``: the checkpoint's).
+        device: ``llm`` device: ``auto`` (CUDA when available, else CPU), or a torch device string.
+        enable_thinking: Qwen3's thinking mode (chat-template flag); the paper's prompt asks for the caption
+            only, so it is off.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    backend: Literal["lexical", "llm", "vllm"] = "lexical"
+    model: str = "Qwen/Qwen3-32B"
+    max_new_tokens: int = Field(64, ge=1)
+    batch_size: int = Field(16, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    retry_temperature: float = Field(0.7, gt=0)
+    tensor_parallel_size: int = Field(1, ge=1)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = Field("auto", min_length=1)
+    enable_thinking: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_shorthand(cls, data):
+        """Accept a bare backend name (``rewriter: lexical``) for ``{"backend": "lexical"}``."""
+        return {"backend": data} if isinstance(data, str) else data
+
+
+def build_rewriter(
+    cfg: RewriterParams,
+    seed: int,
+    vocabulary: Mapping[str, Sequence[str]] | None = None,
+    dataset: str | None = None,
+) -> Rewriter:
+    """Construct the rewriter ``cfg.backend`` names, importing its module only then.
+
+    Args:
+        cfg: :class:`RewriterParams`.
+        seed: the ConcreteBatch's seed (lexical choices; LLM retry sampling, vLLM engine seed).
+        vocabulary: lexical backend only: kind -> allowed words (e.g. the scene world's vocabulary).
+        dataset: ``hc`` | ``lc`` | ``wo``: picks the A.2 in-context example set; required by ``llm``/``vllm``.
+
+    Raises:
+        ValueError: for an LLM backend without a valid ``dataset``.
+        ImportError: ``vllm`` when the vllm package is not installed (the message says ``pip install vllm``).
+    """
+    if cfg.backend == "lexical":
+        from concrete_jungle.concreteplant.lexical import LexicalRewriter
+
+        return LexicalRewriter(seed=seed, vocabulary=vocabulary)
+    if dataset not in DATASETS:
+        raise ValueError(
+            f"build_rewriter: backend {cfg.backend!r} needs dataset in {DATASETS} (it picks the A.2 examples), "
+            f"got {dataset!r}"
+        )
+    if cfg.backend == "llm":
+        from concrete_jungle.concreteplant.llm import TransformersRewriter
+
+        return TransformersRewriter(
+            cfg.model, dataset, seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
+            dtype=cfg.dtype, device=cfg.device, enable_thinking=cfg.enable_thinking,
+            retry_temperature=cfg.retry_temperature,
+        )
+    from concrete_jungle.concreteplant.llm import VLLMRewriter
+
+    return VLLMRewriter(
+        cfg.model, dataset, seed=seed, tensor_parallel_size=cfg.tensor_parallel_size,
+        max_new_tokens=cfg.max_new_tokens, dtype=cfg.dtype, enable_thinking=cfg.enable_thinking,
+        retry_temperature=cfg.retry_temperature,
+    )

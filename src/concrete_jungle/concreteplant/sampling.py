@@ -42,6 +42,8 @@ difference can be read against the type mix.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -134,6 +136,7 @@ class KeywordSampler:
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._coin = random.Random(seed)
+        self._cdf_cache: dict[tuple, list[float]] = {}
         self.type_counts: Counter[str] = Counter()
         self.skip_counts: Counter[str] = Counter()
 
@@ -192,12 +195,56 @@ class KeywordSampler:
                 chosen = rated[int(self._rng.integers(len(rated)))]
                 self.type_counts[chosen.type] += 1
                 return chosen, None
-            sign = 1.0 if self.mode == "hc" else -1.0
-            order = sorted(range(len(rated)), key=lambda i: -sign * rated[i].concreteness)  # stable
-            rated = [rated[i] for i in sorted(order[: self.top_k])]
+            if len(rated) > self.top_k:  # otherwise the cut keeps every candidate, in order
+                sign = 1.0 if self.mode == "hc" else -1.0
+                order = sorted(range(len(rated)), key=lambda i: -sign * rated[i].concreteness)  # stable
+                rated = [rated[i] for i in sorted(order[: self.top_k])]
         ctype = self.choose_type({c.type for c in rated})
         pool = [c for c in rated if c.type == ctype]
-        p = within_type_probabilities([c.concreteness for c in pool], self.mode, self.top_k, self.temperature)
-        idx = int(self._rng.choice(len(pool), p=p))
+        idx = self._draw(pool)
         self.type_counts[ctype] += 1
         return pool[idx], None
+
+    def _draw(self, pool: Sequence[Candidate]) -> int:
+        """Index into ``pool`` drawn from :func:`within_type_probabilities`, one uniform draw of ``_rng``.
+
+        Same index and same generator stream as ``self._rng.choice(len(pool), p=p)``: NumPy draws one uniform
+        u and returns ``searchsorted(cumsum(p) / cumsum(p)[-1], u, side="right")``. The normalised cdf of
+        each distinct pool (tuple of concreteness values, with mode, K and T) is computed once with the same
+        float operations — the softmax's ``exp`` and sum as NumPy calls on the same arrays as in
+        :func:`within_type_probabilities` (bit-identical p) — and cached; a one-candidate pool still consumes
+        its draw. ``tests/test_sampling.py`` checks the equivalence with ``Generator.choice``.
+        """
+        u = self._rng.random()
+        n = len(pool)
+        if n == 1:
+            return 0
+        key = (self.mode, self.top_k, self.temperature, *[c.concreteness for c in pool])
+        cdf = self._cdf_cache.get(key)
+        if cdf is None:
+            if len(self._cdf_cache) >= _CDF_CACHE_SIZE:
+                self._cdf_cache.clear()
+            cdf = self._cdf_cache[key] = _normalised_cdf(key[3:], self.mode, self.top_k, self.temperature)
+        return bisect.bisect_right(cdf, u)
+
+
+_CDF_CACHE_SIZE = 100_000
+
+
+def _normalised_cdf(concreteness: Sequence[float], mode: str, top_k: int, temperature: float) -> list[float]:
+    """``cumsum(p) / cumsum(p)[-1]`` of ``p = within_type_probabilities(...)``, bit for bit, as a list."""
+    n = len(concreteness)
+    if mode == "wo":
+        p = [1.0 / n] * n
+    else:
+        score = [c / temperature for c in concreteness]
+        if mode == "lc":
+            score = [-x for x in score]
+        keep = sorted(range(n), key=lambda i: -score[i])[:top_k]  # stable, as np.argsort(kind="stable")
+        top = max(score[i] for i in keep)
+        w = np.exp(np.array([score[i] - top for i in keep], dtype=np.float64))
+        p = [0.0] * n
+        for i, wi in zip(keep, (w / w.sum()).tolist()):
+            p[i] = wi
+    cdf = list(itertools.accumulate(p))
+    return [x / cdf[-1] for x in cdf]

