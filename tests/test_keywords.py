@@ -328,7 +328,8 @@ def _reference_candidates(doc, table, preps, interaction_verbs):
             if lemma not in kw.NON_ATTRIBUTE_ADJECTIVES and tok.lower_ not in kw.NON_ATTRIBUTE_ADJECTIVES:
                 cand_type, keys = "attribute", (lemma, tok.lower_)
         elif tok.pos_ == "NUM" and tok.dep_ == "nummod":
-            cand_type, keys = "attribute", (tok.lower_, lemma)
+            if tok.lower_ not in kw.NON_ATTRIBUTE_ADJECTIVES:
+                cand_type, keys = "attribute", (tok.lower_, lemma)
         elif tok.pos_ in kw._OBJECT_POS:
             if lemma not in kw.NON_OBJECT_NOUNS and tok.lower_ not in kw.NON_OBJECT_NOUNS:
                 if any(ch.isalpha() for ch in tok.text):

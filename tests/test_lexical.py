@@ -230,3 +230,123 @@ def test_coverage_on_coco_val2017_subset(shared_data: Path):
         assert r["sampled"] == r["valid"] + sum(r["failures_by_reason"].values())
         assert set(r["failures_by_reason"]) <= {"no_substitute"}, dataset
         assert r["coverage"] >= 0.85, (dataset, r["coverage"])
+
+
+# -- COCO hand lists: directed object substitutes, context rules, new states and verbs ----------------------
+def test_directed_object_substitutes_keep_number():
+    rw = LexicalRewriter(seed=0)
+    r = req("A dog on a leash next to a bench", "leash", "object")
+    assert sorted(rw.alternatives(r)) == ["chain", "rope"]
+    assert sorted(outputs(rw, r, 2)) == ["A dog on a chain next to a bench", "A dog on a rope next to a bench"]
+    assert rw.rewrite([r], attempt=2) == [RewriteResult(None, "no_substitute")]  # no WordNet sisters appended
+    assert sorted(rw.alternatives(req("Two dogs on leashes", "leashes", "object"))) == ["chains", "ropes"]
+    # a mass noun stands for a plural keyword unchanged
+    r = req("A bird with brown feathers on a branch", "feathers", "object")
+    assert rw.rewrite([r])[0].negative_caption == "A bird with brown fur on a branch"
+    assert rw.rewrite([req("A batter, catcher and umpire at home plate", "umpire", "object")])[0].negative_caption \
+        == "A batter, catcher and coach at home plate"
+    assert rw.rewrite([req("Batter taking a swing at home plate", "home plate", "object")])[0].negative_caption \
+        == "Batter taking a swing at first base"
+    # the lists are used only without a vocabulary (the scene world keeps its own words)
+    assert LexicalRewriter(seed=0, vocabulary={"colour": ["red", "blue"]}).alternatives(r) == []
+
+
+def test_context_rules_choose_the_sense():
+    rw = LexicalRewriter(seed=0)
+    first = lambda caption, keyword, type_="object", lemma=None: rw.rewrite(  # noqa: E731
+        [req(caption, keyword, type_, lemma)])[0]
+    # a split compound: the modifier changes, the head has no one-word substitute
+    assert sorted(rw.alternatives(req("A young man riding on a surf board", "surf", "object"))) == ["skate", "snow"]
+    assert first("A young man riding on a skate board", "board") == RewriteResult(None, "no_substitute")
+    # "board" after a possessive is the surfboard or skateboard itself
+    assert first("A surfer carrying his board on the beach", "board").negative_caption == \
+        "A surfer carrying his kayak on the beach"
+    assert first("A street light on a corner", "light").negative_caption == "A street sign on a corner"
+    assert first("A bathroom with the light on", "light").negative_caption == "A bathroom with the fan on"
+    assert first("A train under signal lights on top of tracks", "lights").reason == "no_substitute"
+    assert first("A giraffe near a body of water", "body").negative_caption == "A giraffe near a pool of water"
+    assert first("A catcher squatting at a base", "base").negative_caption == "A catcher squatting at a dugout"
+    assert first("A baseball player during a game", "game").negative_caption == \
+        "A baseball player during a practice"
+    assert first("A soccer game on a field", "game").negative_caption == "A soccer practice on a field"
+    # a blocking rule wins over the directed list and the WordNet fallback
+    assert first("A fire burning in the fireplace", "fire").negative_caption == "A candle burning in the fireplace"
+    assert first("An old white fire hydrant on a sidewalk", "fire") == RewriteResult(None, "no_substitute")
+    assert first("A horse with a colorful harness", "harness").negative_caption == "A horse with a colorful saddle"
+    assert first("A dog on a harness on a beach", "harness").reason == "no_substitute"  # a dog wears no saddle
+    # "cream" is a colour except as food
+    assert sorted(rw.alternatives(req("A cream themed bathroom", "cream", "object"))) == ["black", "blue", "red"]
+    assert first("A banana split with whipped cream", "cream").reason == "no_substitute"
+    # relations: "going up/down" only; "passing by" is blocked
+    assert first("Snowboarder going down a slope", "going", "relation", "go").negative_caption == \
+        "Snowboarder climbing down a slope"
+    assert first("Two zebras going opposite directions", "going", "relation", "go").reason == "no_substitute"
+    assert first("A train passing by a mountain", "passing", "relation", "pass").reason == "no_substitute"
+    assert sorted(rw.alternatives(req("A skier passing a red flag", "passing", "relation", "pass"))) == \
+        ["grabbing", "hitting"]
+
+
+def test_context_words_are_joined_by_spaces_or_hyphens_only():
+    rw = LexicalRewriter(seed=0)
+    # "a long-haired man": the hyphen joins; the state list gives "bearded"
+    assert rw.rewrite([req("A long-haired man holding a racquet", "haired", "attribute")])[0].negative_caption \
+        == "A long-bearded man holding a racquet"
+    # a comma breaks the context: "fire, hydrants" is not "fire hydrants" (blocked)
+    assert rw.alternatives(req("There is a fire, hydrants nearby", "fire", "object")) == ["candle"]
+    assert rw.alternatives(req("There is a fire hydrant nearby", "fire", "object")) == []
+    # "his board" needs the possessive right before the keyword
+    assert rw.alternatives(req("A man on his white board", "board", "object")) == []
+
+
+def test_context_rule_syntax_errors_are_named():
+    with pytest.raises(ValueError, match=r"surf_board.*exactly one \[keyword\]"):
+        lexical._context_rules("surf_board:snow")
+    rules = lexical._context_rules("DET_[board]:kayak [pass|passing]_by: a_[walk]_of_the:ride")
+    assert set(rules) == {"board", "pass", "passing", "walk"}
+    (before, after, subs), = rules["board"]
+    assert before == (lexical._DETERMINERS,) and after == () and subs == ("kayak",)
+    assert rules["pass"] == rules["passing"] == (((), (frozenset({"by"}),), ()),)  # a block: no substitutes
+    assert [len(b) + len(a) for b, a, _ in rules["walk"]] == [3]
+
+
+def test_new_states_verbs_and_participle_pools():
+    rw = LexicalRewriter(seed=0)
+    cases = [
+        (req("A bird perched in a tree", "perched", "attribute", "perch"), "A bird lying in a tree"),
+        (req("An aerial view of a stop sign", "aerial", "attribute"), "A side view of a stop sign"),  # an -> a
+        (req("A horse drawn carriage in a park", "drawn", "attribute"), "A horse shaped carriage in a park"),
+        (req("A pregnant woman in bed", "pregnant", "attribute"), "A slim woman in bed"),
+        (req("Two people on a bench overlooking the ocean", "overlooking", "relation", "overlook"),
+         "Two people on a bench facing away from the ocean"),
+        (req("A man is lacing his boots", "lacing", "relation", "lace"), "A man is untying his boots"),
+        (req("Youngster on a skateboard", "Youngster", "object", "youngster"), "Adult on a skateboard"),
+    ]
+    for r, expected in cases:
+        assert rw.rewrite([r])[0].negative_caption == expected
+    # a misspelt "ridding" is read as "riding" (VERB_SUBSTITUTES["ride"] in the -ing form)
+    assert sorted(rw.alternatives(req("A young person ridding a horse", "ridding", "relation", "rid"))) == \
+        ["feeding", "petting", "pushing", "walking"]
+    # food participles before "with" swap among themselves or for a filling; "herded by" takes the "by" pool
+    r = req("Pastries drizzled with chocolate", "drizzled", "attribute", "drizzle")
+    assert sorted(rw.alternatives(r)) == ["filled", "garnished", "smothered", "sprinkled", "stuffed", "topped"]
+    r = req("Sheep being herded by a dog", "herded", "attribute", "herd")
+    assert sorted(rw.alternatives(r)) == sorted(BY_PARTICIPLES)
+
+
+def test_benchmark_exclusions_parse_and_filter():
+    spec = importlib.util.spec_from_file_location(
+        "lexical_coverage", Path(__file__).resolve().parents[1] / "benchmarks" / "lexical_coverage.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.parse_exclusions(" Area, object:serve,attribute:one ,,area") == [
+        "area", "attribute:one", "object:serve"]
+    with pytest.raises(ValueError, match="verb:serve"):
+        bench.parse_exclusions("verb:serve")
+    from concrete_jungle.concreteplant.keywords import Candidate
+
+    cands = [[Candidate("area", "area", "object", 0, 4, 2.0), Candidate("serve", "serve", "object", 5, 10, 3.0),
+              Candidate("serving", "serve", "relation", 11, 18, 3.0),
+              Candidate("one", "one", "attribute", 19, 22, 2.5)]]
+    kept = bench.exclude_candidates(cands, bench.parse_exclusions("area,object:serve,attribute:one"))
+    assert [(c.text, c.type) for c in kept[0]] == [("serving", "relation")]  # the verb "serve" stays

@@ -136,16 +136,36 @@ GENERIC_SPATIAL_PREPOSITIONS = frozenset(
 NON_ATTRIBUTE_ADJECTIVES = frozenset(
     "other many several few such same various own certain much more most another only next last "
     "different similar whole entire numerous multiple".split()
+    # number words whose change would need the noun's number changed outside the keyword span ("one" also below)
+    + "one lone".split()
+    # evaluative, not visual; a parse fragment ("old fashioned") and a depiction participle
+    + "good typical important distinctive glorious interested personal fashioned viewed".split()
 )
 #: Collective/measure nouns ("a group of", "a lot of"), spatial-position nouns and photo meta nouns.
 NON_OBJECT_NOUNS = frozenset(
     "lot lots couple bunch group number variety kind type sort assortment amount array plenty "
     "front top bottom left right middle center centre side background foreground "
     "picture image photo photograph pic view scene shot closeup close-up".split()
+    # abstract / meta nouns: no entity to replace (A.1: objects are concrete entities replaced directly)
+    + ("area way end item thing time direction event fun midst meeting rest style space color colour part self "
+       "object other work process progress form setting business world place bit surrounding look height section "
+       "design pattern subject language illusion function life possession speed point efficiency profile brand "
+       "zone structure storage state action league guard").split()
+    # collective nouns (like group / bunch), position and quantity nouns (like front / side)
+    + "family team set network back distance half one".split()
+    # acts and events, not objects
+    + ("ride trick stunt volley run jump wheelie nap talk serve race tournament competition match parade "
+       "party").split()
+    # verbs / participles the small English parser tags as nouns
+    + "dining grazing graze cut outside inside open up show lie wait lay greet eating posing taking recording "
+      "unwrapping".split()
+    # catch-alls and non-visual nouns; proper names that are not depicted objects
+    + "equipment device stuff music nintendo japan april east crest".split()
 )
 #: Light / depiction verbs: a direct object does not make them an interaction relation.
 NON_INTERACTION_VERBS = frozenset(
-    "be have do get make show feature contain include depict appear seem take let give".split()
+    "be have do get make show feature contain include depict appear seem take let give say state list attempt "
+    "try".split()
 )
 
 #: Participles that place or depict rather than describe a state ("a lamp *placed* ...", "*made* of").
@@ -506,7 +526,8 @@ class _Extractor:
                 if lemma not in NON_ATTRIBUTE_ADJECTIVES and low not in NON_ATTRIBUTE_ADJECTIVES:
                     keys = (lemma, low)
             elif p == "NUM" and dep[t] == "nummod":
-                keys = (low, lemma)
+                if low not in NON_ATTRIBUTE_ADJECTIVES:
+                    keys = (low, lemma)
             elif p in _OBJECT_POS:
                 if lemma not in NON_OBJECT_NOUNS and low not in NON_OBJECT_NOUNS:
                     word = text[idx[t] : idx[t] + length[t]]

@@ -11,11 +11,15 @@ sister term for an object ("dog" -> "cat", "fork" -> "spoon"), an opposite or sa
 Two sources of substitutes, in this order:
 
 1. **Hand lists** (this module: :data:`ATTRIBUTE_KINDS`, :data:`RELATION_KINDS`, :data:`OBJECT_KINDS`,
-   :data:`OPPOSITES`, :data:`VERB_SUBSTITUTES`, :data:`WITH_PARTICIPLES` / :data:`BY_PARTICIPLES`): precise,
-   chosen for COCO's frequent keywords. They also cover a participle attribute by its verb ("a kite being
-   flown" -> "held"), a noun used as a modifier by its object kind ("oven door" -> "fridge door"), a colour or
-   state the parser tagged as a noun ("a man in green"), and a participle before "with"/"by" only by another
-   participle ("topped with" -> "filled with").
+   :data:`OPPOSITES`, :data:`OBJECT_SUBSTITUTES`, :data:`CONTEXT_SUBSTITUTES`, :data:`VERB_SUBSTITUTES`,
+   :data:`WITH_PARTICIPLES` / :data:`FOOD_WITH_PARTICIPLES` / :data:`BY_PARTICIPLES`): precise, chosen for
+   COCO's frequent keywords. They also cover a participle attribute by its verb ("a kite being flown" ->
+   "held"), a noun used as a modifier by its object kind ("oven door" -> "fridge door"), a colour or state the
+   parser tagged as a noun ("a man in green"), and a participle before "with"/"by" only by another participle
+   ("topped with" -> "filled with"). Where a keyword's sense depends on its neighbours, a
+   :data:`CONTEXT_SUBSTITUTES` rule on the words right before / after it decides alone ("his board" ->
+   "his kayak", "a surf board" -> "a snow board", "street light" -> "street sign"), or blocks the keyword
+   ("skate board", "fire hydrant": no one-word substitute, and no WordNet fallback either).
 2. **Lexical resource** (:class:`WordNetLexicon`), the fallback for every keyword the lists do not know:
    Princeton WordNet 3.0, filtered by the Brysbaert (2014) concreteness table R. Objects get *co-hyponyms* —
    sister terms under the keyword's hypernym ("wheelchair" -> "armchair"; "clock tower" -> "steeple"), never
@@ -74,10 +78,13 @@ __all__ = [
     "RELATION_KINDS",
     "OBJECT_KINDS",
     "OPPOSITES",
+    "OBJECT_SUBSTITUTES",
+    "CONTEXT_SUBSTITUTES",
     "VERB_FORMS",
     "VERB_SUBSTITUTES",
     "WITH_PARTICIPLES",
     "BY_PARTICIPLES",
+    "FOOD_WITH_PARTICIPLES",
     "MIN_OBJECT_CONCRETENESS",
     "MIN_VERB_CONCRETENESS",
     "MIN_ANTONYM_CONCRETENESS",
@@ -381,41 +388,41 @@ OPPOSITES: dict[str, tuple[str, ...]] = _pairs(
     "alongside:away_from on_either_side_of:on_one_side_of on_the_other_side_of:on_this_side_of"
 )
 
-#: Object keywords outside the kinds, each with directed substitutes (singular; plurals follow the keyword):
-#: COCO val2017's frequent failing object keywords, each mapped to things that conflict visually with the
-#: keyword's usual COCO sense ("a dog on a leash" -> "on a rope", "a bird with brown feathers" -> "fur").
-#: A keyword whose sense depends on its neighbours ("board", "light", "stand") is in
-#: :data:`CONTEXT_SUBSTITUTES` instead.
+#: Object keywords outside the kinds, each with directed substitutes (singular; a plural keyword gets plural
+#: substitutes): COCO val2017's frequent failing object keywords, each mapped to things that conflict visually
+#: with the keyword's usual COCO sense ("a dog on a leash" -> "on a rope", "a bird with brown feathers" ->
+#: "fur"). A keyword whose sense depends on its neighbours ("board", "light", "stand") is in
+#: :data:`CONTEXT_SUBSTITUTES` instead; rules there also override these entries ("[fire] hydrant").
 OBJECT_SUBSTITUTES: dict[str, tuple[str, ...]] = _pairs(
     # scenes, water and ground
     "wave:boat stream:waterfall pond:fountain dock:bridge platform:track entrance:window embankment:fence "
     "enclosure:field,cage exhibit:cage cage:box boardwalk:parking_lot curve:corner crossing:bridge "
     "horseback:foot rainbow:airplane winter:summer summer:winter stall:corner surface:tray flood:tunnel "
-    "skyline:park cityscape:forest terminal:hangar factory:kitchen cloud:airplane,bird "
+    "skyline:park cityscape:forest neighborhood:park terminal:hangar factory:kitchen cloud:airplane,bird "
+    "foliage:snow,sand "
     # arrangements of things
     "pair:row row:circle trio:pair stack:row "
     # traffic, vehicles and sport places
-    "vehicle:bicycle,horse pedestrian:cyclist transit:school power_line:tree telephone_line:tree cable_car:bus,boat "
-    "ski_pole:snowboard "
-    "cross_country:downhill home_plate:first_base jumbo_jet:helicopter cruise_ship:sailboat,canoe "
-    "red_light:green_light green_light:red_light "
-    # things on, in and around the home
+    "vehicle:bicycle,horse pedestrian:cyclist transit:school power_line:tree telephone_line:tree "
+    "cable_car:bus,boat ski_pole:snowboard cross_country:downhill home_plate:first_base jumbo_jet:helicopter "
+    "cruise_ship:sailboat,canoe red_light:green_light green_light:red_light "
+    # things in and around the home
     "container:basket,bag holder:basket rack:box vanity:shelf christmas_tree:fireplace "
     "shower_curtain:shower_door trash_can:plant place_mat:napkin hair_dryer:toothbrush toothpaste:soap "
-    "urinal:toilet,sink appliance:plant tool:toy utensil:toy figure:car decoration:candle,sticker "
-    "art:graffiti advertisement:painting advertising:graffiti sticker:poster magnet:pin tag:sticker "
-    "portrait:landscape roman_numeral:arabic_numeral pottery:glass diner:church grocery_store:bakery "
-    "curtain:door notebook:tablet symbol:sticker writing:graffiti "
-    "fire:candle smoke:fire firewood:hay liquid:ice "
+    "urinal:toilet,sink appliance:plant tool:toy utensil:toy decoration:candle,sticker curtain:door "
+    "notebook:tablet art:graffiti advertisement:painting advertising:graffiti sticker:poster symbol:sticker "
+    "magnet:pin tag:sticker portrait:landscape roman_numeral:arabic_numeral pottery:glass diner:church "
+    "grocery_store:bakery fire:candle smoke:fire firewood:hay liquid:ice "
     # ropes, sticks and tack
     "leash:rope,chain chain:rope wire:rope stick:rope harness:saddle saddle:harness mast:sail sail:kite "
-    # animals and people: body parts and what they wear
+    # animals and people: body parts, what they wear, who they are
     "feather:fur fern:flower stripe:spot spot:stripe tusk:horn chest:back piercing:tattoo tattoo:piercing "
-    "wetsuit:swimsuit bow:scarf bandanna:hat,sweater kerchief:hat bathrobe:suit,jacket sheet:towel hoody:dress,hat "
-    "umpire:coach referee:coach catcher:pitcher pitcher:catcher batter:pitcher jockey:cowboy clown:policeman "
+    "wetsuit:swimsuit bow:scarf bandanna:hat,sweater kerchief:hat bathrobe:suit,jacket sheet:towel "
+    "hoody:dress,hat sunglasses:goggles,eyeglasses goggles:sunglasses umpire:coach referee:coach "
+    "catcher:pitcher pitcher:catcher batter:pitcher jockey:cowboy clown:policeman "
     # food and kitchen
-    "broth:rice chip:pretzel topping:sauce banana_split:cake,pie greens:fries pea:carrot,bean shrimp:steak,chicken "
-    "green_bean:carrot saucepan:bowl,plate granite:wood,tile stew:salad,rice nut:candy"
+    "broth:rice chip:pretzel topping:sauce banana_split:cake,pie greens:fries pea:carrot,bean "
+    "shrimp:steak,chicken green_bean:carrot saucepan:bowl,plate granite:wood,tile stew:salad,rice nut:candy"
 )
 
 #: Determiners and possessives: the context word ``DET`` of :data:`CONTEXT_SUBSTITUTES` ("his [board]").
@@ -423,20 +430,24 @@ _DETERMINERS = frozenset(
     "a an the his her their its it's my your our this that these those another each every some no one's".split()
 )
 
+#: One rule of :data:`CONTEXT_SUBSTITUTES`: (word sets before the keyword, word sets after it, substitutes).
+_ContextRule = tuple[tuple[frozenset, ...], tuple[frozenset, ...], tuple[str, ...]]
 
-def _context_rules(s: str) -> dict[str, tuple[tuple[tuple[frozenset, ...], tuple[frozenset, ...], tuple[str, ...]], ...]]:
+
+def _context_rules(s: str) -> dict[str, tuple[_ContextRule, ...]]:
     """Parse :data:`CONTEXT_SUBSTITUTES` rules ``"before_[keyword]_after:sub1,sub2"``.
 
-    The keyword is in brackets (``~`` for a space); the words joined to it by ``_`` are the words right before
-    and after it in the caption, each a ``|``-separated set of alternatives (``DET`` = :data:`_DETERMINERS`);
-    substitutes are comma-separated (``_`` for a space); none (``"surf_[board]:"``) means: no substitute.
-    Returns {keyword: ((before, after, substitutes), ...)} with the most specific rule (most context words,
-    then blocks) first.
+    The keyword is in brackets (``~`` for a space, ``|`` between keywords sharing the rule); the words joined
+    to it by ``_`` are the words right before and after it in the caption, each a ``|``-separated set of
+    alternatives (``DET`` = :data:`_DETERMINERS`); substitutes are comma-separated (``_`` for a space); none
+    (``"surf_[board]:"``) means: no substitute.
+    Returns {keyword: (rule, ...)} with the most specific rules (most context words; blocks before
+    substitutions) first.
 
     Raises:
         ValueError: naming a rule without exactly one bracketed keyword.
     """
-    out: dict[str, list] = {}
+    out: dict[str, list[_ContextRule]] = {}
     for item in s.split():
         pattern, _, subs = item.rpartition(":")
         parts = pattern.split("_")
@@ -445,48 +456,48 @@ def _context_rules(s: str) -> dict[str, tuple[tuple[tuple[frozenset, ...], tuple
             raise ValueError(f"CONTEXT_SUBSTITUTES: rule {item!r} needs exactly one [keyword]")
         k = marked[0]
 
-        def words(ps: list[str]) -> tuple[frozenset, ...]:
+        def word_sets(ps: list[str]) -> tuple[frozenset, ...]:
             return tuple(_DETERMINERS if p == "DET" else frozenset(p.split("|")) for p in ps)
 
-        rule = (words(parts[:k]), words(parts[k + 1 :]),
+        rule = (word_sets(parts[:k]), word_sets(parts[k + 1 :]),
                 tuple(x.replace("_", " ") for x in subs.split(",") if x))
-        out.setdefault(parts[k][1:-1].replace("~", " "), []).append(rule)
+        for keyword in parts[k][1:-1].split("|"):
+            out.setdefault(keyword.replace("~", " "), []).append(rule)
     return {key: tuple(sorted(rules, key=lambda r: (-(len(r[0]) + len(r[1])), bool(r[2]))))
             for key, rules in out.items()}
 
 
-#: Substitutes that depend on the words around the keyword (its sense): "his [board]" is a surfboard or a
-#: skateboard ("kayak"), while "skate [board]" and "cutting [board]" have no one-word substitute; "a [surf]
+#: Substitutes that depend on the words around the keyword, i.e. on its sense: "his [board]" is a surfboard or
+#: a skateboard ("kayak"), while "skate [board]" and "cutting [board]" have no one-word substitute; "a [surf]
 #: board" -> "a snow board"; "street [light]" -> "street sign". A matching rule decides alone (no kind list, no
 #: WordNet); an empty rule blocks the keyword in that context ("[fire] hydrant"). Keys are the keyword's
-#: lower-case text or its singular (whose substitutes are then pluralised).
+#: lower-case text or its singular (whose substitutes are then pluralised). Context words are the caption's
+#: lower-case words joined to the keyword by spaces or hyphens only.
 CONTEXT_SUBSTITUTES = _context_rules(
-    # split compounds: "surf board", "skate park", "side walk", "teddy bear", "sail boat"
+    # split compounds: "surf board", "skate park", "side walk", "teddy bear", "sail boat", "ski slope"
     "[surf]_board|boards|boarder|boarders|boarding:snow,skate "
     "[skate]_board|boards|boarder|boarders|boarding:snow,surf "
     "[snow]_board|boards|boarder|boarders|boarding:surf,skate "
     "[skate]_park|parks:water snow_[boarder]:skier side_[walk]:street a_[walk]:ride "
-    "[teddy]_bear|bears:polar,grizzly [sail]_boat|boats:row,motor para_[sail]: "
+    "[teddy]_bear|bears:polar,grizzly [sail]_boat|boats:row,motor para_[sail]: half_[mast]: "
     "[ski]_goggles:swim [ski]_slope|slopes:grassy [ski]_gear:scuba [ski]_boots:rain [ski]_jacket:leather "
-    "[ski]_resort|lodge:beach [smart]_phone|phones:flip [tow]_truck:fire,dump [crossing]_sign|signs:stop "
-    "horse_[drawn]:shaped [drawn]_on:carved,glued "
-    # "board": only a surfboard or skateboard of its own ("his board", "a white board" is a whiteboard)
+    "[ski]_resort|lodge:beach [smart]_phone|phones:flip [tow]_truck:fire,dump [tour]_bus|buses:school "
+    "[crossing]_sign|signs:stop horse_[drawn]:shaped [drawn]_on:carved,glued "
+    # "board" alone is a surfboard or skateboard ("his board"); "a white board" may be a whiteboard
     "DET_[board]:kayak "
-    # lights and traffic
+    # lights, traffic and fire
     "street|stop|traffic_[light]:sign DET_[light]_on:fan [light]_on_top: ceiling_[fan]:light "
-    "[traffic]_sign|signs:street [traffic]_light|lights:street "
+    "[traffic]_sign|signs:street [traffic]_light|lights:street lots|full_of_[traffic]:snow "
     "[traffic]_cone|cones|signal|signals|jam|control|island|circle|officer|cop|lane|lanes: "
     "[fire]_hydrant|hydrants|hydrent|place|truck|trucks|engine|engines|station|department|escape|extinguisher"
-    "|plug|pit|fighter|fighters|man|hose|alarm|works|wood: "
-    "camp_[fire]:stove "
-    # stands, seats, racks, engines
+    "|plug|pit|fighter|fighters|man|hose|alarm|works|wood: camp_[fire]:stove storm_[cloud]: "
+    # stands, seats, displays, racks, engines, water
     "DET_[stand]:table fruit_[stand]:truck pizza_[stand]:box tv_[stand]:table the_[stands]: "
     "toilet_[seat]:tank,lid DET_[display]:box [display]_case|cases|window|windows|stand|shelf|table: "
-    "train_[engine]:car bike_[rack]:lane on_a_[rack]:hook [body]_of_water:pool of_[traffic]:snow [tour]_bus|buses:school "
-    "storm_[cloud]: "
-    "outdoor_[stall]: residential_[neighborhood]: [bow]_tie|ties: the_[bow]_of:stern "
+    "train_[engine]:car bike_[rack]:lane on_a_[rack]:hook [body]_of_water:pool outdoor_[stall]: "
+    "residential_[neighborhood]: [bow]_tie|ties: the_[bow]_of:stern of_the_[art]: "
     # lines and rows ("in a line" -> "in a circle")
-    "in_[line]:circle in_a_[line]:circle a_[line]_of:circle [line]_up: "
+    "in_a_[line]:circle a_[line]_of:circle [line]_up: "
     # baseball bases and games
     "at_a_[base]:dugout to_a_[base]:dugout the_next_[base]:dugout "
     "soccer|baseball|basketball|football|tennis|frisbee|volleyball|hockey_[game]:practice "
@@ -494,21 +505,26 @@ CONTEXT_SUBSTITUTES = _context_rules(
     # brushes
     "toilet_[brush]:plunger tooth_[brush]:pick hair_[brush]:dryer scrub_[brush]:sponge in_the_[brush]:snow "
     "a_[brush]:comb "
-    # cream as a colour, not as food; a plant's or a bowl of greens
+    # "cream" is a colour (pale_colour), except as food or lotion
     "ice|whipped|whip|sour|shaving|cold|sun|face|hand|body|skin_[cream]: "
     "[cream]_cheese|puff|puffs|sauce|soup|based|pie|filling|filled|soda: "
-    "[sheet]_of: [passing]_by: [landing]_gear|gears: of_the_[art]: half_[mast]: foot_[traffic]:"
+    # other senses and parse fragments
+    "[sheet]_of: [landing]_gear|gears: on_a_[harness]: [electronic]_cord|cords|wire|wires|cable|cables: "
+    # relations: "going up" -> "climbing up"; "passing by" has no substitute
+    "[going]_up|down|uphill|downhill:climbing [pass|passes|passing]_by|over|through|under|along:"
 )
 
 #: Kinds whose substitutes come ONLY from :data:`OPPOSITES` (no random member of the kind).
 _OPPOSITE_ONLY_KINDS = frozenset(
-    {"size", "state", "pale_colour", "person", "spatial", "position", "collective", "portion", "weather", "celestial",
-     "time_of_day", "hair", "passage", "sign_word", "enclosed_space", "sky_word", "rail_kind", "activity",
+    {"size", "state", "pale_colour", "person", "spatial", "position", "collective", "portion", "weather",
+     "celestial", "time_of_day", "hair", "passage", "sign_word", "enclosed_space", "sky_word", "rail_kind", "activity",
      "tree_part", "refreshment", "creature", "generic_food", "paper_product", "side_dish", "laundry",
      "image_kind", "furnishings"}
 )
 #: Nouns that are plural without an -s ("a herd of cattle"): their substitute is pluralised.
 _PLURAL_ONLY = frozenset({"cattle", "police", "scissors", "jeans", "pants", "shorts", "stairs"})
+#: Mass nouns among the substitutes: they stand for a plural keyword unchanged ("feathers" -> "fur").
+_UNCOUNTABLE = frozenset({"fur", "rice", "ice", "hay", "snow", "sand", "graffiti"})
 
 #: Participles that take "with" ("a pizza topped with cheese") or "by" ("a man surrounded by dogs"): before
 #: that preposition such a keyword is swapped only for another participle of the same list.
@@ -602,7 +618,7 @@ VERB_SUBSTITUTES: dict[str, tuple[str, ...]] = _pairs(
     "share:drop prepare:eat offer:eat photograph:feed,touch rub:scratch water:cut chew:carry punch:hug "
     "place:remove pat:feed row:push haul:drop stir:carry spray:drink dribble:kick,throw "
     # added for COCO val2017's failing relations; "face_away_from" keeps its particles
-    "go:climb pick:hold pass:grab,hit overlook:face_away_from lace:untie spew:drip point:drop"
+    "pick:hold pass:grab,hit overlook:face_away_from lace:untie spew:drip point:drop"
 )
 # "block" is only a substitute; its forms:
 VERB_FORMS["block"] = ("blocks", "blocking", "blocked", "blocked")
@@ -649,7 +665,7 @@ def _words_before(text: str, n: int = 3) -> list[str]:
     return out
 
 
-def _words_after(text: str, n: int = 2) -> list[str]:
+def _words_after(text: str, n: int = 3) -> list[str]:
     """The first ``n`` words of lower-case ``text`` reached through spaces or hyphens only."""
     out: list[str] = []
     while len(out) < n:
@@ -669,6 +685,14 @@ def _context_matches(before: list[str], left: tuple[frozenset, ...], after: list
         return False
     near = before[len(before) - len(left) :]
     return all(w in alts for w, alts in zip(near, left)) and all(w in alts for w, alts in zip(after, right))
+
+
+def _number_like(substitute: str, plural: bool) -> str:
+    """A hand-list substitute (singular) in the keyword's number: plural unless it is plural-only or a mass
+    noun (:data:`_PLURAL_ONLY`, :data:`_UNCOUNTABLE`)."""
+    if plural and substitute not in _PLURAL_ONLY and substitute not in _UNCOUNTABLE:
+        return pluralize(substitute)
+    return substitute
 
 
 def _simple_singular(noun: str) -> tuple[str, bool]:
@@ -1139,11 +1163,14 @@ class LexicalRewriter:
       "under" -> "on", "in front of" -> "behind"); interaction verbs -> another verb in the same form
       ("holding" -> "throwing"), else a WordNet antonym ("raising" -> "lowering");
     * object: a word of the same kind (animals, vehicles, food, furniture, kitchenware, shapes, ...); people
-      -> the opposite gender/age ("man" -> "woman"); else a WordNet co-hyponym ("wheelchair" -> "armchair");
+      -> the opposite gender/age ("man" -> "woman"); a directed substitute of :data:`OBJECT_SUBSTITUTES`
+      ("leash" -> "rope"); else a WordNet co-hyponym ("wheelchair" -> "armchair");
       a two-word object without one may change one word into an attested expression ("tennis court" ->
       "basketball court"). Plurals stay plural.
 
-    The first letter's case is kept and an adjacent "a"/"an" is fixed. The substitutes of a request are put in
+    A matching :data:`CONTEXT_SUBSTITUTES` rule (words around the keyword) overrides all of these, for every
+    type ("his [board]" -> "kayak"; "[fire] hydrant" -> no substitute). The first letter's case is kept and an
+    adjacent "a"/"an" is fixed. The substitutes of a request are put in
     an order drawn from a ``random.Random`` seeded by (seed, caption, span) — hand-list ones first, then the
     resource's — and attempt k takes the k-th, so a request's result does not depend on its batch or position
     and each retry differs. Every output passes :func:`validate_rewrite`.
@@ -1269,12 +1296,13 @@ class LexicalRewriter:
         for form, plural in keys:
             for left, right, subs in CONTEXT_SUBSTITUTES.get(form, ()):
                 if _context_matches(before, left, after, right):
-                    return [pluralize(w) if plural and w not in _PLURAL_ONLY else w for w in subs]
+                    return [_number_like(w, plural) for w in subs]
         return None
 
     def _participle_pool(self, req: RewriteRequest) -> tuple[str, ...]:
-        """:data:`WITH_PARTICIPLES` / :data:`BY_PARTICIPLES` when the keyword is one of them and the next word
-        is that preposition ("topped with"); else ()."""
+        """The substitute pool of the participle keyword when the next word is its preposition
+        (:data:`_PARTICIPLE_POOLS`: "topped with" -> :data:`WITH_PARTICIPLES`, "drizzled with" -> the food
+        pool, "herded by" -> :data:`BY_PARTICIPLES`); else ()."""
         if req.type != "attribute" or self.vocabulary is not None:
             return ()
         key = req.keyword.lower()
@@ -1304,7 +1332,7 @@ class LexicalRewriter:
                 subs, plural = self._verb_substitutes(req), False
         if req.type == "object" and not plural:  # "a green jeans" is not English
             subs = [w for w in subs if w not in _PLURAL_ONLY]
-        return [pluralize(s) if plural and s not in _PLURAL_ONLY else s for s in subs]
+        return [_number_like(s, plural) for s in subs]
 
     def _not_a_thing(self, keyword: str) -> bool:
         """Whether an object keyword is in fact an attribute or verb the parser took for a noun: it is in the
