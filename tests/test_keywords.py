@@ -370,3 +370,36 @@ def test_truncated_caption_without_candidates_is_counted(nlp, table):
     assert mine_keywords([text], nlp=nlp, table=table, stats=stats) == [[]]
     assert stats == MiningStats(captions=1, candidates=0, beyond_context=0, truncated_captions=1)
     assert context_end(text) == len(" ".join(["and"] * 75))
+
+
+def test_mining_leaves_the_garbage_collector_as_it_was(nlp, table):
+    """mine_keywords freezes the existing heap only while it runs (gc.freeze / gc.unfreeze)."""
+    import gc
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    frozen_during = []
+    real_pipe = nlp.pipe
+
+    class Spy:
+        def pipe(self, texts, batch_size):
+            frozen_during.append(gc.get_freeze_count())
+            return real_pipe(texts, batch_size=batch_size)
+
+    (cands,) = mine_keywords(["A red dog near a tree."], nlp=Spy(), table=table)
+    assert [c.text for c in cands] == ["red", "dog", "near", "tree"]
+    assert frozen_during[0] > 1000 and gc.get_freeze_count() == 0 and gc.isenabled()
+    # a caller's own frozen objects stay frozen; a disabled collector stays disabled and nothing is frozen
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        mine_keywords(["A red dog."], nlp=nlp, table=table)
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
+    gc.disable()
+    try:
+        frozen_during.clear()
+        mine_keywords(["A red dog."], nlp=Spy(), table=table)
+        assert frozen_during == [0] and not gc.isenabled()
+    finally:
+        gc.enable()

@@ -83,10 +83,17 @@ def shard_plan(n_records: int, shard_size: int, shard_index: int = 0, shard_coun
     return ShardPlan(bounds, tuple(k for k in range(len(bounds)) if k % shard_count == shard_index))
 
 
+#: Source files whose content determines a ConcreteBatch (part of the shard fingerprint).
+_CODE = tuple(sorted(Path(__file__).parent.glob("*.py"))) + (Path(__file__).parents[1] / "concreteness.py",)
+
+
 def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict]) -> str:
-    """Hex digest (16 chars) of everything that determines a ConcreteBatch: dataset, seed, ConcretePlant params
-    except the shard assignment and parse batch size, world config, and each record's id, image and anchor."""
+    """Hex digest (16 chars) of everything that determines a ConcreteBatch: the ConcretePlant source code, dataset,
+    seed, ConcretePlant params except the shard assignment and parse batch size, world config, and each record's
+    id, image and anchor."""
     h = hashlib.sha256()
+    for src in _CODE:  # a code change never reuses shards written by older code
+        h.update(src.read_bytes())
     cfg = cp.model_dump(mode="json") if hasattr(cp, "model_dump") else dict(vars(cp))
     for key in _SHARD_FIELDS:
         cfg.pop(key, None)
