@@ -54,10 +54,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
 import operator
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from concrete_jungle.concreteness import ConcretenessTable, load_concreteness
 
@@ -383,11 +386,7 @@ def context_end(text: str, context_length: int = CLIP_CONTEXT_LENGTH) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 # Candidate extraction.
 
-_PHRASE_FIRST = frozenset(p[0] for p in SPATIAL_PHRASES)
-_PAIR_POS = frozenset({"NOUN", "PROPN", "ADJ"})
-#: The only parts of speech a single-token candidate can have (A.1: keep NOUN, PROPN, ADJ, NUM, ADP, VERB).
-_CANDIDATE_POS = frozenset({"NOUN", "PROPN", "ADJ", "NUM", "ADP", "VERB"})
-_SUBJECT_DEPS = frozenset({"nsubj", "nsubjpass", "csubj"})
+_SUBJECT_DEPS = ("nsubj", "nsubjpass", "csubj")
 _span_order = operator.attrgetter("start", "end")
 
 
@@ -402,7 +401,15 @@ def _rate(table: ConcretenessTable, keys: Iterable[str]) -> tuple[str, float | N
 
 
 class _Extractor:
-    """Candidate extraction for many docs with one table: caches the Brysbaert lookups of each key tuple."""
+    """Candidate extraction for batches of docs with one table (the rules of :func:`extract_candidates`).
+
+    Speed: the token attributes of a whole batch of docs are read with one ``Doc.to_array`` call per doc as
+    integer IDs and concatenated; the structural tests of the rules (part of speech, tag, dependency label,
+    children, subject chains, word lists by string hash) are evaluated for all tokens at once with NumPy, and
+    plain Python runs only for the few tokens that pass them: phrase starts, two-word pairs and single-token
+    candidates (strings through hash -> string caches, Brysbaert lookups cached per key tuple). The
+    token-by-token formulation of the same rules is kept as the reference in ``tests/test_keywords.py``.
+    """
 
     def __init__(
         self,
@@ -412,6 +419,10 @@ class _Extractor:
         context_length: int | None,
         stats: MiningStats | None,
     ) -> None:
+        from spacy.attrs import DEP, HEAD, IDX, LEMMA, LENGTH, LOWER, POS, TAG
+        from spacy.strings import get_string_id as h
+        from spacy.symbols import ADJ, ADP, AUX, NOUN, NUM, PRON, PROPN, VERB
+
         self.table = table
         self.preps = frozenset(p.lower() for p in spatial_prepositions)
         self.interaction_verbs = bool(interaction_verbs)
@@ -419,6 +430,29 @@ class _Extractor:
         self.stats = stats
         self._rated: dict[tuple[str, ...], tuple[str, float | None]] = {}
         self._parsed = False  # a doc with a dependency parse has been seen
+        self._strings: dict[int, str] = {}  # string hash -> string (lower forms and lemmas)
+        self._lemmas: dict[int, str] = {}  # lemma hash -> lower-cased lemma
+        # Columns of Doc.to_array; HEAD is the offset from a token to its head.
+        self._attrs = [LOWER, POS, TAG, DEP, HEAD, IDX, LENGTH, LEMMA]
+        self._pos = {"NOUN": NOUN, "PROPN": PROPN, "ADJ": ADJ, "NUM": NUM, "ADP": ADP, "VERB": VERB, "AUX": AUX}
+        self._nominal = np.array([NOUN, PROPN, PRON, NUM], dtype=np.uint64)
+        self._object_pos = np.array([NOUN, PROPN], dtype=np.uint64)
+        self._pair_pos = np.array([NOUN, PROPN, ADJ], dtype=np.uint64)
+        self._dep = {d: h(d) for d in (
+            "prep", "pobj", "dobj", "auxpass", "amod", "acl", "relcl", "conj", "acomp", "nummod")}
+        self._vbn, self._vbg = h("VBN"), h("VBG")
+
+        def hashes(words: Iterable[str]) -> np.ndarray:
+            return np.array(sorted({h(w) for w in words}), dtype=np.uint64)
+
+        self._subject_deps = hashes(_SUBJECT_DEPS)
+        self._phrases = {tuple(h(w) for w in words): content for words, content in SPATIAL_PHRASES.items()}
+        self._phrase_first = hashes(words[0] for words in SPATIAL_PHRASES)
+        self._preps_h = hashes(self.preps)
+        self._non_participles_h = hashes(NON_ATTRIBUTE_PARTICIPLES)
+        self._non_adjectives_h = hashes(NON_ATTRIBUTE_ADJECTIVES)
+        self._non_nouns_h = hashes(NON_OBJECT_NOUNS)
+        self._lemma_fixes_h = {h(w): lemma for w, lemma in LEMMA_FIXES.items()}
 
     def rate(self, keys: tuple[str, ...]) -> tuple[str, float | None]:
         hit = self._rated.get(keys)
@@ -427,126 +461,195 @@ class _Extractor:
         return hit
 
     def __call__(self, doc, text: str | None = None) -> list[Candidate]:
-        """Candidates of ``doc``; ``text`` is ``doc.text`` when the caller has it (spaCy keeps text verbatim)."""
-        if len(doc) and not self._parsed:  # one pipeline parses every doc of a mine_keywords call: check once
-            if not doc.has_annotation("DEP"):
-                raise ValueError("extract_candidates: doc has no dependency parse; parse it with a spaCy parser")
-            self._parsed = True
-        if text is None:
-            text = doc.text
-        out = self._candidates(doc, text) if len(doc) else []
-        stats = self.stats
-        if self.context is not None:
-            end = self.context.end(text)
-            if end < len(text):
-                kept = [c for c in out if c.end <= end]
-                if stats is not None:
-                    stats.truncated_captions += 1
-                    stats.beyond_context += len(out) - len(kept)
-                out = kept
-        if stats is not None:
-            stats.captions += 1
-            stats.candidates += len(out)
-        return out
+        """Candidates of one doc (see :meth:`many`)."""
+        return self.many([doc], [doc.text if text is None else text])[0]
 
-    def _candidates(self, doc, text: str) -> list[Candidate]:
-        # One pass over the tokens; everything below works on plain lists (no per-access Token objects).
-        rows = [(t.lower_, t.pos_, t.tag_, t.dep_, t.head.i, t.idx, len(t), t.lemma_) for t in doc]
-        lower, pos, tag, dep, head, idx, length, lem = zip(*rows)
-        n = len(rows)
-        kids: list[list[int]] = [[] for _ in range(n)]
-        for j, h in enumerate(head):
-            if h != j:
-                kids[h].append(j)
-        used = [False] * n
-        out: list[Candidate] = []
-        rate = self.rate
+    def many(self, docs: Sequence, texts: Sequence[str]) -> list[list[Candidate]]:
+        """Candidates of each doc, context rule and counters applied; ``texts[k] == docs[k].text``."""
+        for doc in docs:
+            if len(doc) and not self._parsed:  # one pipeline parses every doc of a mining call: check once
+                if not doc.has_annotation("DEP"):
+                    raise ValueError("extract_candidates: doc has no dependency parse; parse it with a spaCy parser")
+                self._parsed = True
+        results = self._candidates(docs, texts)
+        stats, context = self.stats, self.context
+        for k, text in enumerate(texts):
+            out = results[k]
+            if context is not None:
+                end = context.end(text)
+                if end < len(text):
+                    kept = [c for c in out if c.end <= end]
+                    if stats is not None:
+                        stats.truncated_captions += 1
+                        stats.beyond_context += len(out) - len(kept)
+                    results[k] = out = kept
+            if stats is not None:
+                stats.captions += 1
+                stats.candidates += len(out)
+        return results
+
+    def _string(self, store, key: int) -> str:
+        s = self._strings.get(key)
+        if s is None:
+            s = self._strings[key] = store[key]
+        return s
+
+    def _lemma(self, store, low: int, lem: int) -> str:
+        """The lemma key of a token: the fixed lemma of its lower form, else its lower-cased lemma."""
+        fixed = self._lemma_fixes_h.get(low)
+        if fixed is not None:
+            return fixed
+        s = self._lemmas.get(lem)
+        if s is None:
+            s = self._lemmas[lem] = self._string(store, lem).lower()
+        return s
+
+    def _candidates(self, docs: Sequence, texts: Sequence[str]) -> list[list[Candidate]]:
+        sizes = [len(d) for d in docs]
+        results: list[list[Candidate]] = [[] for _ in docs]
+        total = sum(sizes)
+        if total == 0:
+            return results
+        arr = np.concatenate([d.to_array(self._attrs) for d, n in zip(docs, sizes) if n])  # uint64 [N, 8]
+        doc_of = np.repeat(np.arange(len(docs)), sizes)  # [N] doc index of each token
+        index = np.arange(total, dtype=np.uint64)
+        lower, pos, tag, dep, idx, length, lemh = (arr[:, c] for c in (0, 1, 2, 3, 5, 6, 7))
+        head = (arr[:, 4] + index).astype(np.int64)  # offset -> index in the batch (mod 2**64)
+        child = head != index.astype(np.int64)  # the root is its own head, not its own child
+        P, D = self._pos, self._dep
+        nominal = np.isin(pos, self._nominal)
+
+        def children_with(mask: np.ndarray) -> np.ndarray:
+            """[N] bool: the token has a child (a token whose head it is, itself excluded) where ``mask``."""
+            out = np.zeros(total, dtype=bool)
+            out[head[mask & child]] = True
+            return out
+
+        has_pobj_nominal = children_with((dep == D["pobj"]) & nominal)
+        has_dobj = children_with(dep == D["dobj"])
+        has_dobj_nominal = children_with((dep == D["dobj"]) & nominal)
+        has_auxpass = children_with(dep == D["auxpass"])
+        # Verb subject: an nsubj/nsubjpass/csubj child, a nominal it modifies (acl/relcl), or through up to three
+        # conj links to a VERB/AUX head that has one.
+        base = children_with(np.isin(dep, self._subject_deps)) | (
+            ((dep == D["acl"]) | (dep == D["relcl"])) & nominal[head])
+        via_conj = (dep == D["conj"]) & ((pos[head] == P["VERB"]) | (pos[head] == P["AUX"]))
+        has_subject = base
+        for _ in range(3):
+            has_subject = base | (via_conj & has_subject[head])
+
+        # Single-token rules, in the order of the elif chain of the reference formulation.
+        is_adp = (pos == P["ADP"]) & (dep == D["prep"]) & np.isin(lower, self._preps_h)
+        is_participle = (
+            ~is_adp & (tag == self._vbn) & ((pos == P["VERB"]) | (pos == P["ADJ"]))
+            & ~np.isin(lower, self._non_participles_h) & ~has_dobj
+            & ((dep == D["amod"]) | (dep == D["acl"]) | has_auxpass)
+        )
+        rest = ~is_adp & ~is_participle
+        is_verb = rest & (pos == P["VERB"])  # + lemma test in Python; the candidate needs object and subject
+        verb_ok = is_verb & has_dobj_nominal & has_subject if self.interaction_verbs else np.zeros(total, bool)
+        is_adj = rest & (pos == P["ADJ"]) & ((dep == D["amod"]) | (dep == D["acomp"]))
+        is_num = rest & (pos == P["NUM"]) & (dep == D["nummod"])
+        is_obj = rest & np.isin(pos, self._object_pos)
+        single = (
+            (is_adp & has_pobj_nominal) | is_participle | verb_ok
+            | ((is_adj | is_num) & ~np.isin(lower, self._non_adjectives_h))
+            | (is_obj & ~np.isin(lower, self._non_nouns_h))
+        )
+        # Two-word objects: adjacent tokens of one doc separated by one character, NOUN/PROPN/ADJ (the first may
+        # be a VBG verb), at least one NOUN/PROPN.
+        pa, pb = pos[:-1], pos[1:]
+        a_ok = np.isin(pa, self._pair_pos) | ((pa == P["VERB"]) & (tag[:-1] == self._vbg))
+        pair = (
+            a_ok & np.isin(pb, self._pair_pos) & (np.isin(pa, self._object_pos) | np.isin(pb, self._object_pos))
+            & (doc_of[:-1] == doc_of[1:]) & (idx[1:] == idx[:-1] + length[:-1] + 1)
+        )
+        phrase_start = np.isin(lower, self._phrase_first)
+
+        # Python over the few tokens that passed, doc by doc, in the order of the rules.
+        lower_l, idx_l, length_l, lem_l = lower.tolist(), idx.tolist(), length.tolist(), lemh.tolist()
+        doc_l = doc_of.tolist()
+        kind = np.select([is_adp, is_participle, verb_ok, is_adj, is_num, is_obj], [1, 2, 3, 4, 5, 6], 0)
+        kind_l = kind.tolist()
+        singles = np.flatnonzero(single).tolist()
+        pairs = np.flatnonzero(pair).tolist()
+        starts = np.flatnonzero(phrase_start).tolist()
+        store = docs[0].vocab.strings
+        rate, string, lemma_of = self.rate, self._string, self._lemma
+        used: set[int] = set()
+        ends = np.cumsum(sizes).tolist()  # batch index one past each doc's last token
 
         # (i) multi-word spatial phrases, longest first, as one relation keyword.
-        i = 0
-        while i < n:
-            step = 1
-            if lower[i] in _PHRASE_FIRST:
-                for m in range(min(_MAX_PHRASE, n - i), 1, -1):
-                    content = SPATIAL_PHRASES.get(lower[i : i + m])
-                    if content is None:
-                        continue
-                    start, end = idx[i], idx[i + m - 1] + length[i + m - 1]
-                    out.append(Candidate(text[start:end], content, "relation", start, end, rate((content,))[1]))
-                    for k in range(i, i + m):
-                        used[k] = True
-                    step = m
-                    break
-            i += step
+        phrases = self._phrases
+        skip_to = -1
+        for i in starts:
+            if i < skip_to:
+                continue
+            k = doc_l[i]
+            for m in range(min(_MAX_PHRASE, ends[k] - i), 1, -1):
+                content = phrases.get(tuple(lower_l[i : i + m]))
+                if content is None:
+                    continue
+                start, end = idx_l[i], idx_l[i + m - 1] + length_l[i + m - 1]
+                results[k].append(Candidate(texts[k][start:end], content, "relation", start, end, rate((content,))[1]))
+                used.update(range(i, i + m))
+                skip_to = i + m
+                break
 
         # Two-word objects rated as Brysbaert expressions ("fire hydrant", "coffee cups").
-        for i in range(n - 1):
+        for i in pairs:
             j = i + 1
-            pa, pb = pos[i], pos[j]
-            if used[i] or used[j] or pb not in _PAIR_POS or not (pa in _OBJECT_POS or pb in _OBJECT_POS):
+            if i in used or j in used:
                 continue
-            if pa not in _PAIR_POS and not (pa == "VERB" and tag[i] == "VBG"):
-                continue
-            if idx[j] != idx[i] + length[i] + 1:
-                continue
-            key, value = rate((f"{lower[i]} {lower[j]}", f"{lower[i]} {lem[j]}", f"{lem[i]} {lem[j]}"))
+            la, lb = string(store, lower_l[i]), string(store, lower_l[j])
+            ma, mb = string(store, lem_l[i]), string(store, lem_l[j])
+            key, value = rate((f"{la} {lb}", f"{la} {mb}", f"{ma} {mb}"))
             if value is None:
                 continue
-            start, end = idx[i], idx[j] + length[j]
-            out.append(Candidate(text[start:end], key, "object", start, end, value))
-            used[i] = used[j] = True
+            k = doc_l[i]
+            start, end = idx_l[i], idx_l[j] + length_l[j]
+            results[k].append(Candidate(texts[k][start:end], key, "object", start, end, value))
+            used.add(i)
+            used.add(j)
 
-        def has_subject(t: int, depth: int = 0) -> bool:
-            if any(dep[c] in _SUBJECT_DEPS for c in kids[t]):
-                return True
-            if dep[t] in ("acl", "relcl") and pos[head[t]] in _NOMINAL:
-                return True
-            if dep[t] == "conj" and pos[head[t]] in ("VERB", "AUX") and depth < 3:
-                return has_subject(head[t], depth + 1)
-            return False
-
-        for t in range(n):
-            p = pos[t]
-            if used[t] or p not in _CANDIDATE_POS:
+        # Single-token candidates; the word-list tests on lemmas need strings, so they run here.
+        str_get, lemma_get, fixes = self._strings.get, self._lemmas.get, self._lemma_fixes_h
+        for t in singles:
+            if t in used:
                 continue
-            low = lower[t]
-            lemma = LEMMA_FIXES[low] if low in LEMMA_FIXES else lem[t].lower()
-            keys: tuple[str, ...] | None = None
-            cand_type = "attribute"
-            if p == "ADP" and low in self.preps and dep[t] == "prep":
-                if any(dep[c] == "pobj" and pos[c] in _NOMINAL for c in kids[t]):
-                    cand_type, keys = "relation", (low,)
-            elif (  # state participle: "a car parked ...", "the car is parked", "sliced bread"
-                tag[t] == "VBN"
-                and p in ("VERB", "ADJ")
-                and low not in NON_ATTRIBUTE_PARTICIPLES
-                and not any(dep[c] == "dobj" for c in kids[t])
-                and (dep[t] in ("amod", "acl") or any(dep[c] == "auxpass" for c in kids[t]))
-            ):
-                keys = (low, lemma)
-            elif p == "VERB" and self.interaction_verbs and lemma not in NON_INTERACTION_VERBS:
-                if any(dep[c] == "dobj" and pos[c] in _NOMINAL for c in kids[t]) and has_subject(t):
-                    cand_type, keys = "relation", (lemma, low)
-            elif p == "ADJ" and dep[t] in ("amod", "acomp"):
-                if lemma not in NON_ATTRIBUTE_ADJECTIVES and low not in NON_ATTRIBUTE_ADJECTIVES:
-                    keys = (lemma, low)
-            elif p == "NUM" and dep[t] == "nummod":
-                if low not in NON_ATTRIBUTE_ADJECTIVES:
-                    keys = (low, lemma)
-            elif p in _OBJECT_POS:
-                if lemma not in NON_OBJECT_NOUNS and low not in NON_OBJECT_NOUNS:
-                    word = text[idx[t] : idx[t] + length[t]]
-                    if word.isalpha() or any(ch.isalpha() for ch in word):
-                        cand_type, keys = "object", (lemma, low)
-            if keys is None:
-                continue
+            low, kd, k = lower_l[t], kind_l[t], doc_l[t]
+            text = texts[k]
+            word = str_get(low) or string(store, low)
+            lemma = fixes.get(low) or lemma_get(lem_l[t]) or lemma_of(store, low, lem_l[t])
+            if kd == 1:  # spatial preposition governing a nominal pobj
+                cand_type, keys = "relation", (word,)
+            elif kd == 2:  # state participle: "a car parked ...", "the car is parked", "sliced bread"
+                cand_type, keys = "attribute", (word, lemma)
+            elif kd == 3:  # interaction verb with subject and direct object
+                if lemma in NON_INTERACTION_VERBS:
+                    continue
+                cand_type, keys = "relation", (lemma, word)
+            elif kd == 4:  # adjectival modifier / predicate adjective
+                if lemma in NON_ATTRIBUTE_ADJECTIVES:
+                    continue
+                cand_type, keys = "attribute", (lemma, word)
+            elif kd == 5:  # numeric modifier
+                cand_type, keys = "attribute", (word, lemma)
+            else:  # noun / proper noun
+                if lemma in NON_OBJECT_NOUNS:
+                    continue
+                surface = text[idx_l[t] : idx_l[t] + length_l[t]]
+                if not (surface.isalpha() or any(ch.isalpha() for ch in surface)):
+                    continue
+                cand_type, keys = "object", (lemma, word)
             key, value = rate(keys)
-            start, end = idx[t], idx[t] + length[t]
-            out.append(Candidate(text[start:end], key, cand_type, start, end, value))
-            used[t] = True
+            start, end = idx_l[t], idx_l[t] + length_l[t]
+            results[k].append(Candidate(text[start:end], key, cand_type, start, end, value))
 
-        out.sort(key=_span_order)
-        return out
+        for out in results:
+            if len(out) > 1:
+                out.sort(key=_span_order)
+        return results
 
 
 def extract_candidates(
@@ -645,6 +748,11 @@ def mine_keywords(
     nlp = nlp if nlp is not None else load_spacy()
     table = table if table is not None else load_concreteness()
     extract = _Extractor(table, spatial_prepositions, interaction_verbs, context_length, stats)
-    # spaCy's tokenization is non-destructive (doc.text == text), so the input text is passed on as is.
+    out: list[list[Candidate]] = []
+    # spaCy's tokenization is non-destructive (doc.text == text): the input texts are passed on as they are.
     with _frozen_heap():
-        return [extract(doc, text) for text, doc in zip(texts, nlp.pipe(texts, batch_size=batch_size))]
+        docs = nlp.pipe(texts, batch_size=batch_size)
+        for k in range(0, len(texts), batch_size):
+            chunk = texts[k : k + batch_size]
+            out.extend(extract.many(list(itertools.islice(docs, len(chunk))), chunk))
+    return out
