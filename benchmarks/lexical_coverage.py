@@ -129,8 +129,7 @@ def measure(
                 no_keyword[reason or "no_keyword"] += 1
             else:
                 chosen.append((anchor, kw))
-        requests = [RewriteRequest(caption=a, keyword=k.text, start=k.start, end=k.end, type=k.type, lemma=k.lemma)
-                    for a, k in chosen]
+        requests = [RewriteRequest.for_keyword(a, k) for a, k in chosen]
         rw = LexicalRewriter(seed=ds_seed, use_resource=use_resource)
         t0 = time.perf_counter()
         results = rw.rewrite(requests)

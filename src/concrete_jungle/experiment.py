@@ -231,10 +231,9 @@ def gradient_ratio_stage(params: Params) -> dict:
     import random
 
     import torch
-    from PIL import Image
 
     from concrete_jungle.gradient_ratio import gradient_ratio_study, study_losses
-    from concrete_jungle.models import encode_images, encode_texts, load_model
+    from concrete_jungle.models import encode_image_files, encode_images, encode_texts, load_model
 
     gp = params.gradient_ratio
     bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
@@ -245,11 +244,7 @@ def gradient_ratio_stage(params: Params) -> dict:
     bs = params.evaluate.batch_size
 
     def images(paths):
-        out = []
-        for k in range(0, len(paths), bs):
-            ims = [Image.open(p).convert("RGB") for p in paths[k:k + bs]]
-            out.append(encode_images(bundle, ims, bs))
-        return torch.cat(out) if out else torch.zeros(0, bundle.embed_dim)
+        return encode_image_files(paths, lambda ims: encode_images(bundle, ims, bs), bs, "gradient_ratio: images")
 
     feats = [images([r["image"] for r in batch]), encode_texts(bundle, [r["caption"] for r in batch], bs),
              images([r["negative_image"] for r in batch]),

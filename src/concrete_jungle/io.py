@@ -23,6 +23,7 @@ __all__ = [
     "read_jsonl",
     "write_metrics",
     "check_finite",
+    "load_rgb",
 ]
 
 
@@ -133,3 +134,18 @@ def write_metrics(path: str | os.PathLike, metrics: dict) -> None:
     """
     check_finite(metrics, str(path))
     write_json(path, metrics)
+
+
+def load_rgb(path: str | os.PathLike):
+    """Open an image file as an RGB ``PIL.Image`` (decoded, file closed).
+
+    Raises:
+        OSError: naming ``path`` when the file is missing, truncated or not an image.
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except (OSError, ValueError) as err:
+        raise OSError(f"cannot read image {path}: {err}") from err

@@ -22,7 +22,7 @@ dot products by ``model.logit_scale.exp()`` to get logits.
 
 from __future__ import annotations
 
-from concrete_jungle.io import atomic_write
+from concrete_jungle.io import atomic_write, load_rgb
 import contextlib
 import copy
 import json
@@ -56,6 +56,7 @@ __all__ = [
     "efficientnet_lite0_state_dict",
     "encode_images",
     "encode_texts",
+    "encode_image_files",
     "load_model",
     "lit_config_dir",
     "lock_image_tower",
@@ -847,3 +848,37 @@ def encode_texts(bundle: ModelBundle, texts: Sequence[str], batch_size: int = 25
     if not out:
         return torch.zeros(0, bundle.embed_dim)
     return torch.cat(out)
+
+
+def encode_image_files(
+    paths: Sequence[str],
+    encode: Callable[[list[Image.Image]], torch.Tensor],
+    batch_size: int = 64,
+    desc: str = "images",
+) -> torch.Tensor:
+    """Embed image files in chunks of ``batch_size`` (only one chunk of decoded images in memory at a time).
+
+    Args:
+        paths: M image files (read with :func:`concrete_jungle.io.load_rgb`).
+        encode: list of PIL images -> ``[m, D]`` embeddings, e.g. ``lambda ims: encode_images(bundle, ims)``.
+        batch_size: images per chunk, >= 1.
+        desc: progress-bar label.
+
+    Returns:
+        ``[M, D]`` embeddings in the order of ``paths`` (as ``encode`` returns them: cosine space for
+        :func:`encode_images`).
+
+    Raises:
+        OSError: naming an unreadable image file.
+        ValueError: if ``paths`` is empty (D would be unknown) or ``batch_size < 1``.
+    """
+    from tqdm.auto import tqdm
+
+    if not paths:
+        raise ValueError("encode_image_files: no image paths")
+    if batch_size < 1:
+        raise ValueError(f"encode_image_files: batch_size must be >= 1, got {batch_size}")
+    chunks = []
+    for start in tqdm(range(0, len(paths), batch_size), desc=desc, unit="batch"):
+        chunks.append(encode([load_rgb(p) for p in paths[start : start + batch_size]]))
+    return torch.cat(chunks)

@@ -47,7 +47,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
@@ -60,7 +59,7 @@ from concrete_jungle.distributed import (
     distributed_contrastive_loss,
     init_distributed,
 )
-from concrete_jungle.io import atomic_write
+from concrete_jungle.io import atomic_write, load_rgb
 
 __all__ = [
     "AnchorDataset",
@@ -89,14 +88,6 @@ class NonFiniteLossError(RuntimeError):
     checkpoint and training state written before that step are left in place (none if no checkpoint was due yet)."""
 
 
-def _load_rgb(path: str) -> Image.Image:
-    try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except (OSError, ValueError) as err:
-        raise OSError(f"cannot read image {path}: {err}") from err
-
-
 def _check_files(paths: Sequence[str], what: str) -> None:
     """Raise ``FileNotFoundError`` naming up to three missing image files of ``what`` (checked before training)."""
     missing = sorted({p for p in paths if not Path(p).is_file()})
@@ -122,10 +113,10 @@ class _CachedInputs:
 
     def _image(self, path: str) -> torch.Tensor:
         if not self.cache or path not in self._image_row:
-            return self.preprocess(_load_rgb(path))
+            return self.preprocess(load_rgb(path))
         row = self._image_row[path]
         if not self._image_done[row]:
-            x = self.preprocess(_load_rgb(path))
+            x = self.preprocess(load_rgb(path))
             if self._images is None:
                 self._images = torch.empty((len(self._image_row), *x.shape), dtype=x.dtype)
             self._images[row] = x

@@ -145,8 +145,13 @@ class _Generator:
 
             self.image_edit = SdxlTurboNegatives(cp.image_edit, work / "images")
         self.rewriter = build_rewriter(cp.rewriter, seed=ds_seed, dataset=dataset, vocabulary=vocabulary)
+        import open_clip
+
+        self.tokenizer = open_clip.get_tokenizer("ViT-B-32")  # the tokenize-equal check (tokenize_equal)
         self.bar_text = tqdm(desc=f"concreteplant {dataset}: captions", unit="caption", total=len(records))
-        self.bar_img = tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
+        # retrieval picks existing corpus images and "none" makes none: only rendered / edited images get a bar
+        self.bar_img = (tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
+                        if self.mode in ("scene", "sdxl_turbo") else None)
 
     def shard(self, k: int, records: list[dict]) -> tuple[list[dict], Counter]:
         """Generate one shard: ConcreteBatch rows and skip counts by reason (accepted rewrites by attempt in
@@ -164,8 +169,7 @@ class _Generator:
                 skipped[reason or "no_keyword"] += 1
             else:
                 chosen.append((rec, kw))
-        requests = [RewriteRequest(caption=r["anchor"], keyword=k_.text, start=k_.start, end=k_.end, type=k_.type,
-                                   lemma=k_.lemma) for r, k_ in chosen]
+        requests = [RewriteRequest.for_keyword(r["anchor"], k_) for r, k_ in chosen]
         results, _ = rewrite_with_retries(self.rewriter, requests, cp.rewriter.max_attempts)
         rewritten = []
         for (rec, kw), res in zip(chosen, results):
@@ -174,7 +178,7 @@ class _Generator:
             else:
                 self.accepted_by_attempt[str(res.attempt)] += 1
                 rewritten.append((rec, kw, res.negative_caption))
-        same = tokenize_equal([r["anchor"] for r, _, _ in rewritten], [t for _, _, t in rewritten])
+        same = tokenize_equal([r["anchor"] for r, _, _ in rewritten], [t for _, _, t in rewritten], self.tokenizer)
         skipped["tokenize_equal"] += sum(same)
         rewritten = [x for x, eq in zip(rewritten, same) if not eq]
         self.bar_text.update(len(records))
@@ -217,7 +221,8 @@ class _Generator:
 
     def close(self) -> None:
         self.bar_text.close()
-        self.bar_img.close()
+        if self.bar_img is not None:
+            self.bar_img.close()
 
 
 def _maybe_fault(n_written: int) -> None:

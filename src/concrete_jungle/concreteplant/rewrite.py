@@ -172,6 +172,16 @@ class RewriteRequest:
                 f"{self.caption[self.start:self.end]!r}"
             )
 
+    @classmethod
+    def for_keyword(cls, caption: str, keyword) -> "RewriteRequest":
+        """The request for a sampled keyword (a ``keywords.Candidate``: text, start, end, type, lemma) of ``caption``.
+
+        Raises:
+            ValueError: as the constructor (span outside the caption, text mismatch, unknown type).
+        """
+        return cls(caption=caption, keyword=keyword.text, start=keyword.start, end=keyword.end, type=keyword.type,
+                   lemma=keyword.lemma)
+
 
 @dataclass(frozen=True)
 class RewriteResult:

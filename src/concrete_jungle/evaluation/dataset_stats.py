@@ -49,7 +49,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm.auto import tqdm
 
-from concrete_jungle.models import ModelBundle, encode_images, encode_texts
+from concrete_jungle.models import ModelBundle, encode_image_files, encode_images, encode_texts
 
 __all__ = [
     "C_BIN_EDGES",
@@ -588,18 +588,6 @@ def _resolve(path: str, image_root: Path | None) -> str:
     return str(p)
 
 
-def _load_rgb(path: str) -> Image.Image:
-    with Image.open(path) as im:
-        return im.convert("RGB")
-
-
-def _encode_paths(paths: list[str], encode: Callable[[list[Image.Image]], torch.Tensor], batch_size: int, desc: str):
-    chunks = []
-    for start in tqdm(range(0, len(paths), batch_size), desc=desc, unit="batch"):
-        chunks.append(encode([_load_rgb(p) for p in paths[start : start + batch_size]]))
-    return torch.cat(chunks)
-
-
 def _encode_strings(texts: list[str], bundle: ModelBundle, batch_size: int, desc: str) -> torch.Tensor:
     chunks = []
     for start in tqdm(range(0, len(texts), batch_size), desc=desc, unit="batch"):
@@ -703,7 +691,7 @@ def dataset_statistics(
     # ---- reference model embeddings (cosine space)
     images = sorted(set(anchor_paths) | {p for p in neg_paths if p is not None})
     texts = sorted({r["caption"] for r in scored} | {r["negative_caption"] for r in scored})
-    img_emb = _encode_paths(images, lambda ims: encode_images(bundle, ims, bs), bs, "dataset_stats: images")
+    img_emb = encode_image_files(images, lambda ims: encode_images(bundle, ims, bs), bs, "dataset_stats: images")
     txt_emb = _encode_strings(texts, bundle, bs, "dataset_stats: captions")
     img_row = {p: i for i, p in enumerate(images)}
     txt_row = {t: i for i, t in enumerate(texts)}
@@ -757,7 +745,7 @@ def dataset_statistics(
             skipped["dino_score"] = str(exc)
         else:
             used = sorted({anchor_paths[i] for i in pair_idx} | {neg_paths[i] for i in pair_idx})
-            feats = _encode_paths(used, lambda ims: encode_dino(dmodel, dtransform, ims, bs), bs, "dataset_stats: DINO")
+            feats = encode_image_files(used, lambda ims: encode_dino(dmodel, dtransform, ims, bs), bs, "dataset_stats: DINO")
             row = {p: i for i, p in enumerate(used)}
             a = feats[[row[anchor_paths[i]] for i in pair_idx]]
             b = feats[[row[neg_paths[i]] for i in pair_idx]]

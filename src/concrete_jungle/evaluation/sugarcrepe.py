@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from concrete_jungle.io import read_json, write_json
+from concrete_jungle.io import load_rgb, read_json, write_json
 
 __all__ = [
     "SUGARCREPE_SUBSETS",
@@ -290,11 +290,6 @@ def _encode_batched(
     return torch.cat(chunks, dim=0)
 
 
-def _load_rgb(path: str) -> Image.Image:
-    with Image.open(path) as im:
-        return im.convert("RGB")
-
-
 def evaluate_sugarcrepe(
     encode_images: Callable[[list[Image.Image]], torch.Tensor],
     encode_texts: Callable[[list[str]], torch.Tensor],
@@ -333,7 +328,7 @@ def evaluate_sugarcrepe(
     images = sorted({it["image"] for kept in items.values() for it in kept})
     texts = sorted({it[k] for kept in items.values() for it in kept for k in ("caption", "negative_caption")})
     with torch.no_grad():
-        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=_load_rgb)
+        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=load_rgb)
         txt_emb = _encode_batched(encode_texts, texts, batch_size, "texts")
     if img_emb.shape[1] != txt_emb.shape[1]:
         raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
