@@ -15,9 +15,10 @@ The machine is shared and its speed drifts by +-10 % over minutes, so the varian
 each round walks through the captions in chunks of ``--chunk`` (2,048 = 8 batches) and runs pipe, mine and
 loop on every chunk, rotating their order from chunk to chunk; a variant's time in a round is the sum over
 the chunks. Mining keeps one ``KeywordSampler`` for the whole round but calls ``mine_keywords`` per chunk, so
-its lookup cache restarts every chunk (slightly pessimistic). There are ``--rounds`` rounds; the ratios use
-medians and every round is reported with wall and CPU (``time.process_time``) seconds and the load average
-before it. Captions per second are over wall-clock time; CPU-time figures are given as well.
+its lookup cache restarts every chunk (slightly pessimistic). There are ``--rounds`` rounds (default 7); a round's
+ratios compare variants that ran on the same chunks at the same time, and the reported ratio is the median
+of the per-round ratios. Every round is reported with wall and CPU (``time.process_time``) seconds and the
+load average before it. Captions per second are over wall-clock time; CPU-time figures are given as well.
 
 Garbage collection: after set-up the heap (~600k objects: spaCy, torch, open_clip) is frozen once with
 ``gc.freeze()``, so that a full collection triggered by one variant's allocations (mining keeps ~5
@@ -59,7 +60,7 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--captions", type=Path, default=DEFAULT_CAPTIONS, help="COCO captions JSON")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N captions (0: all)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of pipe / mine / loop")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of pipe / mine / loop")
     parser.add_argument("--batch-size", type=int, default=256, help="nlp.pipe batch size (params: 256)")
     parser.add_argument("--loop-every", type=int, default=5, help="loop variant: every k-th caption")
     parser.add_argument("--chunk", type=int, default=2048, help="captions per interleaving chunk")
@@ -163,18 +164,20 @@ def main(argv=None) -> dict:
             for r in range(args.rounds)
         ]
 
-    summary = {
-        key: {
+    summary = {}
+    for key in ("captions_per_s", "captions_per_cpu_s"):
+        over_pipe, over_loop = per_round("mine", "pipe", key), per_round("mine", "loop", key)
+        summary[key] = {
             "median_pipe": med("pipe", key),
             "median_mine": med("mine", key),
             "median_loop": med("loop", key),
-            "mine_over_pipe": round(med("mine", key) / med("pipe", key), 3),
-            "mine_over_loop": round(med("mine", key) / med("loop", key), 3),
-            "mine_over_pipe_per_round": per_round("mine", "pipe", key),
-            "mine_over_loop_per_round": per_round("mine", "loop", key),
+            # the ratios of one round come from the same chunks at the same time: their median is the figure
+            "mine_over_pipe": round(statistics.median(over_pipe), 3),
+            "mine_over_loop": round(statistics.median(over_loop), 3),
+            "mine_over_pipe_per_round": over_pipe,
+            "mine_over_loop_per_round": over_loop,
+            "mine_over_pipe_ratio_of_medians": round(med("mine", key) / med("pipe", key), 3),
         }
-        for key in ("captions_per_s", "captions_per_cpu_s")
-    }
     result = {
         "benchmark": "keyword mining (parse + candidate extraction + Brysbaert lookup + 77-token rule + "
         "KeywordSampler.sample) vs bare nlp.pipe vs per-caption nlp(text)",

@@ -108,3 +108,28 @@ def test_sigkill_then_resume_equals_uninterrupted(world, tmp_path):
     resumed, stats = run_concreteplant(records, "wo", params.concreteplant, params.world, out, seed=3)
     assert _normalised(resumed, out) == _normalised(ref, ref_out)
     assert stats == ref_stats
+
+
+def test_context_length_rule_counted_in_stats(world, tmp_path):
+    """``concreteplant.context_length`` reaches keyword mining: with 8 positions (6 BPE tokens of text) keywords
+    past the cut are never chosen and are counted; at the world's 32 no caption is cut."""
+    from open_clip.tokenizer import _tokenizer
+
+    from concrete_jungle.concreteplant.keywords import context_end
+
+    root, records = world
+    n_cut = sum(len(_tokenizer.encode(r["anchor"])) > 6 for r in records)
+    assert n_cut > 0  # world captions run to ~24 tokens
+    batch, stats = run_concreteplant(records, "hc", _params(context_length=8, image_negatives="none").concreteplant,
+                                     _params().world, tmp_path / "short" / "cp" / "hc", seed=3)
+    assert stats["context_length"] == 8
+    assert stats["mining"]["captions"] == N_SCENES
+    assert stats["mining"]["truncated_captions"] == n_cut
+    assert stats["mining"]["beyond_context"] > 0
+    assert batch and all(b["span"][1] <= context_end(b["caption"], 8) for b in batch)
+
+    _, full = run_concreteplant(records, "hc", _params(image_negatives="none").concreteplant, _params().world,
+                                tmp_path / "full" / "cp" / "hc", seed=3)
+    assert full["context_length"] == 32
+    assert full["mining"]["beyond_context"] == full["mining"]["truncated_captions"] == 0
+    assert full["mining"]["candidates"] > stats["mining"]["candidates"]

