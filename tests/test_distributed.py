@@ -28,6 +28,9 @@ MARGIN = MarginConfig(m_min=-2.0, m_max=2.0, c_tilde=4.0, tau=0.5, static=1.0)
 C = torch.tensor([3.9, 4.1, 2.0, 4.6])  # keyword concreteness c_i (1-5): margins from -1.99 to +1.9
 VALID = torch.tensor([True, False, True, True])  # pair 1 (rank 0) has its hard negative masked
 CASES = [(loss, mode) for loss in ("infonce", "cement", "static_margin", "clip") for mode in ("global", "local")]
+# NegCLIP uses no hard-negative image: its global batch has the N anchor images only (text-only ConcreteBatch)
+CASES.append(("negclip", "global"))
+ANCHOR_IMAGES_ONLY = {"negclip"}
 
 
 def _free_port() -> int:
@@ -54,10 +57,12 @@ class ToyClip(torch.nn.Module):
                 "text_features": F.normalize(self.text(texts), dim=-1), "logit_scale": self.logit_scale.exp()}
 
 
-def _global_batch(hard: bool) -> dict:
+def _global_batch(hard: bool, anchor_images_only: bool = False) -> dict:
     g = torch.Generator().manual_seed(1)
     rows = 2 * N if hard else N
     batch = {"images": torch.randn(rows, 6, generator=g), "texts": torch.randn(rows, 5, generator=g)}
+    if anchor_images_only:
+        batch["images"] = batch["images"][:N]
     if hard:
         batch.update(concreteness=C.clone(), valid=VALID.clone())
     return batch
@@ -66,7 +71,8 @@ def _global_batch(hard: bool) -> dict:
 def _shard(batch: dict, rank: int, hard: bool) -> dict:
     n = N // W
     rows = global_row_index(rank, n, W, hard)
-    out = {"images": batch["images"][rows], "texts": batch["texts"][rows]}
+    image_rows = global_row_index(rank, n, W, hard and batch["images"].shape[0] == 2 * N)
+    out = {"images": batch["images"][image_rows], "texts": batch["texts"][rows]}
     if hard:
         out.update(concreteness=batch["concreteness"][rank * n:(rank + 1) * n],
                    valid=batch["valid"][rank * n:(rank + 1) * n])
@@ -172,7 +178,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     for name, mode in CASES:
         hard = name != "clip"
         loss_fn = build_loss(name, MARGIN)
-        local = _shard(_global_batch(hard), rank, hard)
+        local = _shard(_global_batch(hard, name in ANCHOR_IMAGES_ONLY), rank, hard)
         model = DDP(ToyClip())
         out = model(local["images"], local["texts"])
         out["image_features"].retain_grad()
@@ -217,7 +223,7 @@ def two_process_results(tmp_path_factory):
 
 def _reference(name: str):
     hard = name != "clip"
-    batch = _global_batch(hard)
+    batch = _global_batch(hard, name in ANCHOR_IMAGES_ONLY)
     loss_fn = build_loss(name, MARGIN)
     model = ToyClip()
     out = model(batch["images"], batch["texts"])
@@ -252,7 +258,9 @@ def test_two_gloo_processes_equal_one_process(two_process_results, name, mode):
         # rank-local feature gradients are W x the one-process rows (all_gather's backward sums, DDP divides by W);
         # rows N.. of the hard negatives ("hard-negative columns") are included
         rows = global_row_index(rank, N // W, W, hard)
-        torch.testing.assert_close(got["img_grad"] / W, ref["img_grad"][rows], rtol=1e-5, atol=1e-7)
+        image_rows = global_row_index(rank, N // W, W, hard and name not in ANCHOR_IMAGES_ONLY)
+        assert got["img_grad"].shape[0] == len(image_rows)
+        torch.testing.assert_close(got["img_grad"] / W, ref["img_grad"][image_rows], rtol=1e-5, atol=1e-7)
         torch.testing.assert_close(got["txt_grad"] / W, ref["txt_grad"][rows], rtol=1e-5, atol=1e-7)
         if rank == 0:  # statistics of the global batch (gradient ratio over valid pairs, logit gap, ...)
             assert got["stats"].keys() == ref["stats"].keys()

@@ -85,6 +85,39 @@ def test_train_logs_gradient_ratio_and_saves_loadable_checkpoint(tmp_path):
         assert torch.allclose(bundle.model.encode_text(tokens), reloaded.model.encode_text(tokens), atol=1e-6)
 
 
+def test_negclip_trains_on_text_only_concretebatch(tmp_path):
+    """NegCLIP uses no hard-negative image: with ``negative_images=False`` a text-only ConcreteBatch
+    (``image_negatives: none``) trains with N image rows, and the weights equal those of training on the full
+    2N-image layout (NegCLIP ignores image rows N..2N-1)."""
+    from concrete_jungle.losses import NegCLIPLoss
+
+    full = _toy_batch(tmp_path, 4)
+    text_only = [{**r, "negative_image": None} for r in full]
+    with pytest.raises(ValueError, match=r"record 0 .*lacks 'negative_image'.*negclip"):
+        ConcreteBatchDataset(text_only, lambda im: im, lambda t: t)
+    states = []
+    for recs, neg_images in ((full, True), (text_only, False)):
+        bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+        ds = ConcreteBatchDataset(recs, bundle.preprocess_val, bundle.tokenizer, negative_images=neg_images)
+        item = ds[1]
+        assert (item[2] is None) == (not neg_images) and item[3].shape == item[1].shape
+        b = collate_hard_negatives([ds[i] for i in range(4)])
+        assert b["images"].shape[0] == (8 if neg_images else 4) and b["texts"].shape[0] == 8
+        loop = LoopParams(epochs=2, max_steps=2, batch_size=4, lr=1e-3, log_every=1, num_threads=1)
+        summary = train_contrastive(bundle, ds, NegCLIPLoss(MarginConfig()), loop, seed=0,
+                                    live_dir=tmp_path / f"live{neg_images}",
+                                    checkpoint_path=tmp_path / f"run{neg_images}" / "c.pt", params_dump={},
+                                    save_checkpoint=save_checkpoint, hard_negatives=True)
+        assert summary["steps"] == 2 and 0.0 < summary["gradient_ratio"] < 1.0
+        states.append(bundle.model.state_dict())
+    for k in states[0]:
+        torch.testing.assert_close(states[0][k], states[1][k], rtol=1e-5, atol=1e-6, msg=k)
+    mixed = [(torch.zeros(1), torch.tensor([0]), None, torch.tensor([1]), 4.0, True),
+             (torch.zeros(1), torch.tensor([0]), torch.zeros(1), torch.tensor([1]), 4.0, True)]
+    with pytest.raises(ValueError, match="1 of 2 items lack a hard-negative image"):
+        collate_hard_negatives(mixed)
+
+
 def test_non_finite_loss_stops_without_checkpoint(tmp_path):
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32))
     ds = ConcreteBatchDataset(_toy_batch(tmp_path, 4), bundle.preprocess_val, bundle.tokenizer)

@@ -192,9 +192,10 @@ def gather_global_batch(
     """All-gather features **with gradients** and arrange them in the global layout (module docstring).
 
     Args:
-        image_features: ``[2n, D]`` local rows ``[anchors; hard negatives]`` (``[n, D]`` without hard negatives),
-            L2-normalised (cosine space).
-        text_features: same shape, the captions.
+        image_features: ``[2n, D]`` local rows ``[anchors; hard negatives]`` (``[n, D]`` without hard negatives,
+            or with hard negatives for a loss that uses no hard-negative image, e.g. NegCLIP), L2-normalised
+            (cosine space).
+        text_features: ``[2n, D]`` captions ``[anchors; hard negatives]`` (``[n, D]`` without hard negatives).
         ctx: the process group context (world size W).
         hard_negatives: the 2n layout (True) or plain pairs (False).
         concreteness: ``[n]`` keyword concreteness c_i (1-5) of the local anchors, or None.
@@ -208,13 +209,17 @@ def gather_global_batch(
         ValueError: mismatched feature shapes, an odd row count with hard negatives, or ``concreteness`` /
             ``hard_negative_valid`` not of shape ``[n]``.
     """
-    if image_features.shape != text_features.shape:
-        raise ValueError(f"image_features {tuple(image_features.shape)} and text_features "
-                         f"{tuple(text_features.shape)} differ")
-    rows = image_features.shape[0]
+    rows = text_features.shape[0]
     if hard_negatives and rows % 2:
         raise ValueError(f"hard-negative features need an even number of local rows (2n), got {rows}")
     n = rows // 2 if hard_negatives else rows
+    # NegCLIP-style losses use no hard-negative image: the images are then the n anchors only
+    anchor_images_only = hard_negatives and image_features.shape[0] == n and image_features.shape[1:] == \
+        text_features.shape[1:]
+    if image_features.shape != text_features.shape and not anchor_images_only:
+        raise ValueError(f"image_features {tuple(image_features.shape)} and text_features "
+                         f"{tuple(text_features.shape)} differ (with hard negatives the images may also be the "
+                         f"{n} anchors only)")
     for name, t in (("concreteness", concreteness), ("hard_negative_valid", hard_negative_valid)):
         if t is not None and tuple(t.shape) != (n,):
             raise ValueError(f"{name} must have shape ({n},) (one per local anchor), got {tuple(t.shape)}")
@@ -222,13 +227,13 @@ def gather_global_batch(
         return image_features, text_features, concreteness, hard_negative_valid
     from torch.distributed.nn.functional import all_gather
 
-    def arrange(parts) -> torch.Tensor:
-        if not hard_negatives:
+    def arrange(parts, two_n: bool) -> torch.Tensor:
+        if not two_n:
             return torch.cat(list(parts))
         return torch.cat([p[:n] for p in parts] + [p[n:] for p in parts])
 
-    img_all = arrange(all_gather(image_features.contiguous()))
-    txt_all = arrange(all_gather(text_features.contiguous()))
+    img_all = arrange(all_gather(image_features.contiguous()), hard_negatives and not anchor_images_only)
+    txt_all = arrange(all_gather(text_features.contiguous()), hard_negatives)
     c_all = None if concreteness is None else torch.cat(_gather_no_grad(concreteness.float(), ctx))
     v_all = None
     if hard_negative_valid is not None:
@@ -370,7 +375,7 @@ def distributed_contrastive_loss(
         hard_negative_valid=hard_negative_valid)
     if mode == "global" or not ctx.enabled:
         return call(img_all, txt_all, c_all, v_all)
-    n = image_features.shape[0] // 2 if hard_negatives else image_features.shape[0]
+    n = text_features.shape[0] // 2 if hard_negatives else text_features.shape[0]
     rows = global_row_index(ctx.rank, n, ctx.world_size, hard_negatives)
     loss = local_rows_loss(loss_fn, image_features, text_features, img_all, txt_all, logit_scale, rows,
                            hard_negatives=hard_negatives, concreteness_all=c_all, valid_all=v_all)

@@ -198,7 +198,7 @@ def train_model(params: Params, dataset: str, loss: str) -> dict:
     Raises:
         ValueError: for a baseline loss on a ConcreteBatch or a hard-negative loss on the corpus.
     """
-    from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, build_loss
+    from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, LOSSES, build_loss
     from concrete_jungle.models import load_model, save_checkpoint
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
@@ -212,7 +212,9 @@ def train_model(params: Params, dataset: str, loss: str) -> dict:
     preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
     if hard:
         batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
-        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=not tp.augment)
+        # losses without hard-negative images (NegCLIP) never decode them, so text-only ConcreteBatches work
+        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=not tp.augment,
+                                  negative_images=LOSSES[loss].needs_hard_negative_images)
     else:
         records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
         ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,

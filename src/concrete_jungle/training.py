@@ -176,22 +176,33 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
 
     Items are ``(image, tokens, negative_image, negative_tokens, c_i, valid)`` with images ``[3, H, W]``, tokens
     ``[L]``, ``c_i`` the keyword concreteness (float, 1-5) and ``valid`` False when the negative caption tokenises
-    to the anchor's (its hard-negative entries are then masked, never pushed away).
+    to the anchor's (its hard-negative entries are then masked, never pushed away). With
+    ``negative_images=False`` (losses that use no hard-negative image, e.g. NegCLIP) ``negative_image`` is None,
+    the records may be text-only (``image_negatives: none``) and hard-negative images are never decoded.
+
+    Raises:
+        ValueError: no records, or a record lacking a field the loss needs (naming the record and the field).
+        FileNotFoundError: an image path that does not exist (via ``_check_files``).
     """
 
-    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, cache: bool = True) -> None:
+    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, cache: bool = True,
+                 negative_images: bool = True) -> None:
         if not records:
             raise ValueError("ConcreteBatchDataset: the ConcreteBatch has no records")
+        keys = ("image", "caption", "negative_caption", "c_i") + (("negative_image",) if negative_images else ())
         for idx, rec in enumerate(records):
-            for key in ("image", "caption", "negative_caption", "negative_image", "c_i"):
+            for key in keys:
                 if rec.get(key) is None:
                     hint = (" (text-only hard negatives, image_negatives: none: the 2N x 2N losses need a negative"
-                            " image; use image_negatives scene or retrieval)") if key == "negative_image" else ""
+                            " image; use image_negatives scene, retrieval or sdxl_turbo, or a loss without"
+                            " hard-negative images such as negclip)") if key == "negative_image" else ""
                     raise ValueError(f"ConcreteBatch record {idx} ({rec.get('anchor_id')}) lacks {key!r}{hint}")
-        _check_files([p for r in records for p in (r["image"], r["negative_image"])], "ConcreteBatch")
+        self.negative_images = bool(negative_images)
         self.records = list(records)
-        self._init_cache(preprocess, tokenizer, cache,
-                         [p for r in self.records for p in (r["image"], r["negative_image"])],
+        paths = [p for r in self.records for p in ((r["image"], r["negative_image"]) if negative_images
+                                                   else (r["image"],))]
+        _check_files(paths, "ConcreteBatch")
+        self._init_cache(preprocess, tokenizer, cache, paths,
                          [t for r in self.records for t in (r["caption"], r["negative_caption"])])
 
     def __len__(self) -> int:
@@ -201,7 +212,8 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
         r = self.records[i]
         tok, neg_tok = self._text(r["caption"]), self._text(r["negative_caption"])
         valid = not torch.equal(tok, neg_tok)
-        return self._image(r["image"]), tok, self._image(r["negative_image"]), neg_tok, float(r["c_i"]), valid
+        neg_img = self._image(r["negative_image"]) if self.negative_images else None
+        return self._image(r["image"]), tok, neg_img, neg_tok, float(r["c_i"]), valid
 
 
 def collate_pairs(batch):
@@ -213,11 +225,19 @@ def collate_pairs(batch):
 def collate_hard_negatives(batch):
     """Stack ConcreteBatch items into the 2N layout: anchors first, then their hard negatives.
 
-    Returns ``{"images": [2N,3,H,W], "texts": [2N,L], "concreteness": [N], "valid": [N] bool}``.
+    Returns ``{"images": [2N,3,H,W], "texts": [2N,L], "concreteness": [N], "valid": [N] bool}``; ``images`` is
+    ``[N,3,H,W]`` (anchor images only) when the items carry no hard-negative image
+    (``ConcreteBatchDataset(negative_images=False)``).
+
+    Raises:
+        ValueError: if some items carry a hard-negative image and others do not.
     """
     img, tok, nimg, ntok, c, valid = zip(*batch)
+    missing = sum(x is None for x in nimg)
+    if missing not in (0, len(nimg)):
+        raise ValueError(f"collate_hard_negatives: {missing} of {len(nimg)} items lack a hard-negative image")
     return {
-        "images": torch.stack(list(img) + list(nimg)),
+        "images": torch.stack(list(img) + ([] if missing else list(nimg))),
         "texts": torch.stack(list(tok) + list(ntok)),
         "concreteness": torch.tensor(c, dtype=torch.float32),
         "valid": torch.tensor(valid, dtype=torch.bool),
@@ -278,7 +298,7 @@ def train_step(
         model: open_clip model returning a dict (``image_features``, ``text_features``, ``logit_scale``), possibly
             wrapped in ``DistributedDataParallel``.
         batch: ``{"images": [2N,3,H,W], "texts": [2N,L], "concreteness": [N], "valid": [N] bool}``
-            (:func:`collate_hard_negatives`) or ``{"images": [N,...], "texts": [N,L]}`` (:func:`collate_pairs`);
+            (:func:`collate_hard_negatives`; ``images`` ``[N,3,H,W]`` for losses without hard-negative images) or ``{"images": [N,...], "texts": [N,L]}`` (:func:`collate_pairs`);
             the local shard under DDP.
         loss_fn: loss module (see above).
         optimizer: its ``param_groups`` get ``lr`` before the step.
@@ -688,7 +708,7 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
             batch_pos += 1
             if batch_pos == steps_per_epoch:
                 epoch, batch_pos = epoch + 1, 0
-            seen += batch["images"].shape[0] * ctx.world_size
+            seen += batch["texts"].shape[0] * ctx.world_size  # training rows: 2N with hard negatives, else N
             if bar is not None:
                 bar.update(1)
             if log_now:

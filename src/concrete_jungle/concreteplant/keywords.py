@@ -47,8 +47,8 @@ NumPy, and Python touches only the tokens that pass them; Brysbaert lookups are 
 context rule needs the tokenizer only for captions with more non-space characters than the context holds.
 While mining, the start-up heap is frozen out of garbage collection (the kept candidates would otherwise make
 CPython walk it again and again). ``benchmarks/keyword_mining.py`` measures mining plus keyword sampling against
-bare ``nlp.pipe`` parsing and a per-caption ``nlp(text)`` loop on the 25,014 COCO val2017 captions: 0.94x and
-2.5x their throughput (753 vs 814 and 314 captions/s; medians of 7 interleaved rounds on 2 shared cores, one
+bare ``nlp.pipe`` parsing and a per-caption ``nlp(text)`` loop on the 25,014 COCO val2017 captions: 0.93x and
+2.6x their throughput (807 vs 849 and 309 captions/s; medians of 7 interleaved rounds on 2 shared cores, one
 process, batch 256; ``benchmarks/results/keyword_mining.json``).
 """
 
