@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from concrete_jungle.evaluation.dataset_stats import C_BIN_EDGES  # noqa: E402
-from analysis.report import save_figure  # noqa: E402
+from analysis.report import figure_axes  # noqa: E402
 
 __all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown"]
 
@@ -88,8 +88,7 @@ def plot_concreteness_histogram(c_by_dataset: Mapping[str, Sequence[float]], pat
             raise ValueError(f"plot_concreteness_histogram: dataset {name!r} has c_i outside [1, 5], e.g. {bad[0]!r}")
         data[name] = values
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    try:
+    with figure_axes(path) as ax:
         for k, (name, values) in enumerate(data.items()):
             colour = colours[k % len(colours)]
             mean = float(values.mean())
@@ -102,10 +101,7 @@ def plot_concreteness_histogram(c_by_dataset: Mapping[str, Sequence[float]], pat
         ax.set_title("Concreteness of the perturbed keywords")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="upper left")
-    except BaseException:
-        plt.close(fig)
-        raise
-    return save_figure(fig, path)
+    return Path(path)
 
 
 def _cell(stats: Mapping, key: str, fmt: str, where: str) -> str:

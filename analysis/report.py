@@ -13,9 +13,10 @@ Inputs are the files other stages write:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -28,8 +29,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from concrete_jungle.io import atomic_write, read_json  # noqa: E402
 
 __all__ = ["GRADIENT_RATIO_TSV", "sugarcrepe_table", "read_gradient_ratio", "plot_gradient_ratio",
-           "plot_gradient_ratio_study", "render_report",
-           "save_figure"]
+           "plot_gradient_ratio_study", "render_report", "save_figure", "figure_axes"]
 
 #: Where dvclive stores the ``train/gradient_ratio`` series inside a dvclive folder.
 GRADIENT_RATIO_TSV = Path("plots") / "metrics" / "train" / "gradient_ratio.tsv"
@@ -45,6 +45,19 @@ def save_figure(fig, out_png: str | os.PathLike) -> Path:
     finally:
         plt.close(fig)
     return out_png
+
+
+@contextlib.contextmanager
+def figure_axes(out_png: str | os.PathLike, figsize: tuple[float, float] = (6.4, 4.0)) -> Iterator:
+    """Yield the axes of a new one-panel figure; when the block ends normally the figure is saved to ``out_png``
+    (:func:`save_figure`), when it raises the figure is closed and the error propagates (no file is written)."""
+    fig, ax = plt.subplots(figsize=figsize)
+    try:
+        yield ax
+    except BaseException:
+        plt.close(fig)
+        raise
+    save_figure(fig, out_png)
 
 
 def _cell(text: str) -> str:
@@ -161,8 +174,7 @@ def plot_gradient_ratio(runs: Mapping[str, str | os.PathLike], out_png: str | os
     if not runs:
         raise ValueError("plot_gradient_ratio: runs is empty; nothing to plot")
     series = {label: read_gradient_ratio(path) for label, path in runs.items()}
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    try:
+    with figure_axes(out_png) as ax:
         for label, df in series.items():
             ax.plot(df["step"], df["gradient_ratio"], label=str(label), marker="." if len(df) <= 50 else None)
         ax.set_xlabel("training step")
@@ -171,10 +183,7 @@ def plot_gradient_ratio(runs: Mapping[str, str | os.PathLike], out_png: str | os
         ax.set_title("Gradient toward the hard negative / positive pull")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    except BaseException:
-        plt.close(fig)
-        raise
-    return save_figure(fig, out_png)
+    return Path(out_png)
 
 
 def plot_gradient_ratio_study(study: Mapping, out_png: str | os.PathLike) -> Path:
@@ -192,8 +201,7 @@ def plot_gradient_ratio_study(study: Mapping, out_png: str | os.PathLike) -> Pat
     rows = pd.DataFrame(study.get("rows", []))
     if rows.empty:
         raise ValueError("plot_gradient_ratio_study: the study has no rows (every N skipped?)")
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    try:
+    with figure_axes(out_png) as ax:
         for loss, df in rows.groupby("loss", sort=False):
             df = df.sort_values("N")
             style = "-" if loss in ("infonce", "cement") else ":"
@@ -206,10 +214,7 @@ def plot_gradient_ratio_study(study: Mapping, out_png: str | os.PathLike) -> Pat
         ax.set_title(f"Gradient ratio on {study.get('dataset', '?')} pairs, {study.get('model', '?')} model")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    except BaseException:
-        plt.close(fig)
-        raise
-    return save_figure(fig, out_png)
+    return Path(out_png)
 
 
 def render_report(

@@ -106,3 +106,19 @@ def test_plot_and_render_report(tmp_path):
     assert md.startswith("# SugarCrepe\n") and md.endswith(EXPECTED_TABLE)
     assert out["gradient_ratio"] == tmp_path / "report" / "gradient_ratio.png"
     assert out["gradient_ratio"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_figure_axes_saves_on_success_and_writes_nothing_on_error(tmp_path):
+    import matplotlib.pyplot as plt
+
+    from analysis.report import figure_axes
+
+    before = len(plt.get_fignums())
+    with figure_axes(tmp_path / "ok" / "f.png") as ax:
+        ax.plot([0, 1], [0, 1])
+    assert (tmp_path / "ok" / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(KeyError, match="boom"):
+        with figure_axes(tmp_path / "bad.png") as ax:
+            raise KeyError("boom")
+    assert not (tmp_path / "bad.png").exists()
+    assert len(plt.get_fignums()) == before  # both figures closed
