@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -26,10 +26,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from concrete_jungle.evaluation.paired import paired_comparison  # noqa: E402
 from concrete_jungle.io import atomic_write, read_json  # noqa: E402
 
 __all__ = ["GRADIENT_RATIO_TSV", "sugarcrepe_table", "read_gradient_ratio", "plot_gradient_ratio",
-           "plot_gradient_ratio_study", "render_report", "save_figure", "figure_axes"]
+           "plot_gradient_ratio_study", "render_report", "save_figure", "figure_axes", "paired_table"]
 
 #: Where dvclive stores the ``train/gradient_ratio`` series inside a dvclive folder.
 GRADIENT_RATIO_TSV = Path("plots") / "metrics" / "train" / "gradient_ratio.tsv"
@@ -124,6 +125,36 @@ def sugarcrepe_table(results: Mapping[str, dict]) -> str:
         row.append(_accuracy(label, "macro_accuracy", res["macro_accuracy"]))
         lines.append("| " + " | ".join(row) + " |")
     lines.append("| " + " | ".join(["n", *(str(ref_counts[n]) for n in names), str(ref_total), "-"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paired_table(verdicts: Mapping[str, Mapping], pairs: Sequence[tuple[str, str]]) -> str:
+    """Markdown table of paired comparisons (:func:`~concrete_jungle.evaluation.paired.paired_comparison`), one
+    row per ``(model, reference)`` pair: accuracies, difference and paired standard error in points (1 point =
+    0.01 accuracy), items only one of the two gets right, exact McNemar p.
+
+    Args:
+        verdicts: model label -> per-item verdicts ``{subset: {item_id: bool}}``.
+        pairs: ``(model, reference)`` labels, both keys of ``verdicts``.
+
+    Returns:
+        The table as a string ending with a newline (header only when ``pairs`` is empty).
+
+    Raises:
+        KeyError: naming a label of ``pairs`` that has no verdicts.
+        ValueError: as :func:`~concrete_jungle.evaluation.paired.paired_comparison` (e.g. different items).
+    """
+    lines = ["| model | vs | accuracy | reference | Δ (points) | paired SE | only model right | "
+             "only reference right | McNemar p |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for model, ref in pairs:
+        for label in (model, ref):
+            if label not in verdicts:
+                raise KeyError(f"paired_table: no verdicts for model {label!r}")
+        c = paired_comparison(verdicts[model], verdicts[ref])
+        lines.append(f"| {_cell(model)} | {_cell(ref)} | {c['accuracy_a']:.3f} | {c['accuracy_b']:.3f} | "
+                     f"{100 * c['delta']:+.1f} | {100 * c['se_paired']:.1f} | {c['only_a']} | {c['only_b']} | "
+                     f"{'<0.001' if c['mcnemar_p'] < 0.001 else format(c['mcnemar_p'], '.3f')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -222,21 +253,28 @@ def render_report(
     train_dirs: Mapping[str, str | os.PathLike],
     out_dir: str | os.PathLike,
     gradient_study: str | os.PathLike | None = None,
+    verdicts: Mapping[str, str | os.PathLike] | None = None,
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Path]:
-    """Write ``out_dir/sugarcrepe.md`` (the table) and ``out_dir/gradient_ratio.png``.
+    """Write ``out_dir/sugarcrepe.md`` (the table, then the paired comparisons of ``pairs`` when ``verdicts``
+    are given) and ``out_dir/gradient_ratio.png``.
 
     Args:
         eval_results: model label -> evaluation result JSON path.
         train_dirs: run label -> dvclive folder of a training run (its ``train/gradient_ratio`` series
             is read from :data:`GRADIENT_RATIO_TSV` inside it).
         out_dir: report folder (created if needed).
+        gradient_study: the gradient-ratio study JSON, plotted to ``gradient_ratio_study.png`` when given.
+        verdicts: model label -> per-item verdicts file (``{"model", "verdicts": {subset: {item: bool}}}``).
+        pairs: ``(model, reference)`` labels compared paired (:func:`paired_table`) when ``verdicts`` is given.
 
     Returns:
-        ``{"sugarcrepe": path of the Markdown file, "gradient_ratio": path of the PNG}``.
+        ``{"sugarcrepe": path of the Markdown file, "gradient_ratio": path of the PNG}`` (+
+        ``"gradient_ratio_study"``).
 
     Raises:
-        FileNotFoundError: naming a missing result JSON or gradient-ratio TSV.
-        ValueError: as :func:`sugarcrepe_table` and :func:`plot_gradient_ratio`.
+        FileNotFoundError: naming a missing result JSON, verdicts file or gradient-ratio TSV.
+        ValueError: as :func:`sugarcrepe_table`, :func:`paired_table` and :func:`plot_gradient_ratio`.
     """
     out_dir = Path(out_dir)
     results = {label: read_json(path) for label, path in eval_results.items()}
@@ -247,6 +285,15 @@ def render_report(
         "than to the hard negative; ties count as wrong). micro = over items, macro = mean over subsets "
         "(the paper's M.Avg). Row `n` = items per subset.\n\n" + table
     )
+    if verdicts is not None and pairs:
+        per_item = {label: read_json(path)["verdicts"] for label, path in verdicts.items()}
+        text += (
+            "\n## Paired comparisons\n\n"
+            "The same items scored by two models: Δ = micro accuracy of the model minus the reference's, in "
+            "points; paired SE = sqrt((p01 + p10 - (p01 - p10)^2) / n) with p01 / p10 the shares only one model gets "
+            "right; McNemar p = exact two-sided test on those items. A Δ within about two paired SEs is no "
+            "evidence of a difference.\n\n" + paired_table(per_item, pairs)
+        )
     md = out_dir / "sugarcrepe.md"
     with atomic_write(md) as fh:
         fh.write(text)

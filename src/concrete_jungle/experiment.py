@@ -281,9 +281,25 @@ def evaluate_model(params: Params, label: str) -> dict:
     return result
 
 
+def comparison_pairs(params: Params) -> list[tuple[str, str]]:
+    """The ``(model, reference)`` pairs the report compares paired on the benchmark items: every fine-tune
+    against ``base``; every hard-negative fine-tune against each baseline (same steps, no hard negatives);
+    every margin loss against InfoNCE on the same dataset (the paper's Cement-vs-InfoNCE question) when
+    ``infonce`` is in ``train.losses``."""
+    labels = model_labels(params)
+    tp = params.train
+    pairs = [(lab, "base") for lab in labels if lab != "base"]
+    hard = [lab for lab in labels if lab != "base" and lab not in tp.baselines]
+    pairs += [(lab, bl) for bl in tp.baselines for lab in hard]
+    if "infonce" in tp.losses:
+        pairs += [(model_label(d, m), model_label(d, "infonce")) for d in tp.datasets for m in tp.margin_losses]
+    return pairs
+
+
 def render_reports(params: Params) -> dict:
-    """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset), ``gradient_ratio.png`` (the
-    logged ratio of each hard-negative run) and ``gradient_ratio_study.png`` (ratio vs N, Fig. 6)."""
+    """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset, then the paired comparisons
+    of :func:`comparison_pairs` from ``data/<profile>/verdicts``), ``gradient_ratio.png`` (the logged ratio of
+    each hard-negative run) and ``gradient_ratio_study.png`` (ratio vs N, Fig. 6)."""
     from analysis.report import render_report
 
     labels = model_labels(params)
@@ -291,7 +307,9 @@ def render_reports(params: Params) -> dict:
     hard = [lab for lab in labels if lab != "base" and lab not in params.train.baselines]
     train_dirs = {lab: params.metrics_dir / "train" / lab for lab in hard}
     out = render_report(evals, train_dirs, params.reports_dir,
-                        gradient_study=params.metrics_dir / "gradient_ratio.json")
+                        gradient_study=params.metrics_dir / "gradient_ratio.json",
+                        verdicts={lab: params.data_dir / "verdicts" / f"{lab}.json" for lab in labels},
+                        pairs=comparison_pairs(params))
     from analysis.dataset_stats import table1_markdown
 
     table = table1_markdown({d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json")
