@@ -256,8 +256,9 @@ def render_report(
     verdicts: Mapping[str, str | os.PathLike] | None = None,
     pairs: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Path]:
-    """Write ``out_dir/sugarcrepe.md`` (the table, then the paired comparisons of ``pairs`` when ``verdicts``
-    are given) and ``out_dir/gradient_ratio.png``.
+    """Write ``out_dir/sugarcrepe.md`` (the SugarCrepe table, the SugarCrepe++ ITT / TOT tables when the results
+    have them, then the paired comparisons of ``pairs`` when ``verdicts`` are given) and
+    ``out_dir/gradient_ratio.png``.
 
     Args:
         eval_results: model label -> evaluation result JSON path.
@@ -274,7 +275,8 @@ def render_report(
 
     Raises:
         FileNotFoundError: naming a missing result JSON, verdicts file or gradient-ratio TSV.
-        ValueError: as :func:`sugarcrepe_table`, :func:`paired_table` and :func:`plot_gradient_ratio`.
+        ValueError: as :func:`sugarcrepe_table`, :func:`paired_table` and :func:`plot_gradient_ratio`; also
+            when only some models have a SugarCrepe++ result.
     """
     out_dir = Path(out_dir)
     results = {label: read_json(path) for label, path in eval_results.items()}
@@ -285,6 +287,20 @@ def render_report(
         "than to the hard negative; ties count as wrong). micro = over items, macro = mean over subsets "
         "(the paper's M.Avg). Row `n` = items per subset.\n\n" + table
     )
+    with_pp = [label for label, res in results.items() if "sugarcrepe_pp" in res]
+    if with_pp:
+        if len(with_pp) != len(results):
+            missing = [label for label in results if label not in with_pp]
+            raise ValueError(f"render_report: models {missing} have no SugarCrepe++ result while {with_pp} do")
+        text += (
+            "\n## SugarCrepe++\n\n"
+            "ITT: the image must be closer to both positive captions than to the negative. TOT (text encoder "
+            "only): the two positives must be closer to each other than either is to the negative. Strict, "
+            "cosine space.\n\n### ITT\n\n"
+            + sugarcrepe_table({label: res["sugarcrepe_pp"]["itt"] for label, res in results.items()})
+            + "\n### TOT\n\n"
+            + sugarcrepe_table({label: res["sugarcrepe_pp"]["tot"] for label, res in results.items()})
+        )
     if verdicts is not None and pairs:
         per_item = {label: read_json(path)["verdicts"] for label, path in verdicts.items()}
         text += (

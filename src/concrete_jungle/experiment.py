@@ -96,10 +96,11 @@ def build_corpus(params: Params) -> dict:
 
 
 def build_benchmark(params: Params) -> dict:
-    """Stage ``benchmark``: SugarCrepe-format subsets in ``data/<profile>/benchmark`` (+ ``meta.json``).
+    """Stage ``benchmark``: SugarCrepe-format subsets in ``data/<profile>/benchmark`` (+ ``meta.json``), and
+    SugarCrepe++ in ``data/<profile>/benchmark/sugarcrepe_pp`` when ``benchmark.sugarcrepe_pp`` is set.
 
     The scene world generates its seven subsets on scenes whose signatures never occur in the corpus; real
-    SugarCrepe is filtered to the items whose image is present.
+    SugarCrepe and SugarCrepe++ are filtered to the items whose image is present.
     """
     out = _fresh_dir(params.data_dir / "benchmark")
     b = params.benchmark
@@ -117,6 +118,11 @@ def build_benchmark(params: Params) -> dict:
         from concrete_jungle.evaluation.sugarcrepe import prepare_benchmark
 
         meta = prepare_benchmark(b.sugarcrepe.dir, b.sugarcrepe.image_root, out, source_name="sugarcrepe")
+    if b.sugarcrepe_pp is not None:
+        from concrete_jungle.evaluation.sugarcrepe_pp import prepare_sugarcrepe_pp
+
+        meta = {**meta, "sugarcrepe_pp": prepare_sugarcrepe_pp(b.sugarcrepe_pp.dir, b.sugarcrepe_pp.image_root,
+                                                                out / "sugarcrepe_pp")}
     write_metrics(params.metrics_dir / "benchmark.json", meta)
     return meta
 
@@ -262,7 +268,8 @@ def gradient_ratio_stage(params: Params) -> dict:
 
 # ---------------------------------------------------------------------------------------- evaluation
 def evaluate_model(params: Params, label: str) -> dict:
-    """Stage ``evaluate@<label>``: SugarCrepe-format accuracy per subset, micro and macro averages, written to
+    """Stage ``evaluate@<label>``: SugarCrepe-format accuracy per subset, micro and macro averages (and
+    SugarCrepe++ ITT / TOT under ``sugarcrepe_pp`` when the benchmark has it), written to
     ``metrics/<profile>/evaluate/<label>.json``; per-item verdicts to ``data/<profile>/verdicts/<label>.json``."""
     import torch
 
@@ -272,10 +279,17 @@ def evaluate_model(params: Params, label: str) -> dict:
     torch.manual_seed(params.seed)
     bundle = load_model(params.models_dir / label / "checkpoint.pt")
     bs = params.evaluate.batch_size
-    result = evaluate_sugarcrepe(lambda ims: encode_images(bundle, ims, bs), lambda txt: encode_texts(bundle, txt, bs),
-                                 params.data_dir / "benchmark", batch_size=bs)
+    enc_img, enc_txt = (lambda ims: encode_images(bundle, ims, bs)), (lambda txt: encode_texts(bundle, txt, bs))
+    result = evaluate_sugarcrepe(enc_img, enc_txt, params.data_dir / "benchmark", batch_size=bs)
+    verdicts = {"model": label, "verdicts": result.pop("verdicts", {})}
+    pp_dir = params.data_dir / "benchmark" / "sugarcrepe_pp"
+    if (pp_dir / "meta.json").is_file():
+        from concrete_jungle.evaluation.sugarcrepe_pp import evaluate_sugarcrepe_pp
+
+        result["sugarcrepe_pp"] = evaluate_sugarcrepe_pp(enc_img, enc_txt, pp_dir, batch_size=bs)
+        verdicts["sugarcrepe_pp"] = result["sugarcrepe_pp"].pop("verdicts")
     # Per-item verdicts (for paired comparisons between models) go to a DVC-cached file, not the metrics JSON.
-    write_json(params.data_dir / "verdicts" / f"{label}.json", {"model": label, "verdicts": result.pop("verdicts", {})})
+    write_json(params.data_dir / "verdicts" / f"{label}.json", verdicts)
     result = {"model": label, "profile": params.profile, **result}
     write_metrics(params.metrics_dir / "evaluate" / f"{label}.json", result)
     return result

@@ -79,9 +79,13 @@ class SugarCrepeSource(_Section):
 
 
 class BenchmarkParams(_Section):
+    """The compositional benchmarks: SugarCrepe-format (``source``) and, when ``sugarcrepe_pp`` names its
+    folder and images, SugarCrepe++ (ITT / TOT) as well."""
+
     source: Literal["scene_world", "sugarcrepe"] = "scene_world"
     n_per_subset: int = Field(500, ge=1)
     sugarcrepe: SugarCrepeSource | None = None
+    sugarcrepe_pp: SugarCrepeSource | None = None
 
     @model_validator(mode="after")
     def _source_configured(self):

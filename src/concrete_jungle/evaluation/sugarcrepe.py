@@ -32,6 +32,7 @@ __all__ = [
     "sugarcrepe_verdicts",
     "summarize",
     "evaluate_sugarcrepe",
+    "encode_items",
 ]
 
 #: The seven subsets of the refined SugarCrepe benchmark, in the order the paper's Tab. 2 uses.
@@ -290,6 +291,46 @@ def _encode_batched(
     return torch.cat(chunks, dim=0)
 
 
+def encode_items(
+    items: Mapping[str, list[dict]],
+    skipped: Mapping[str, dict],
+    text_keys: Sequence[str],
+    encode_images: Callable[[list[Image.Image]], torch.Tensor],
+    encode_texts: Callable[[list[str]], torch.Tensor],
+    batch_size: int,
+) -> dict[str, tuple[torch.Tensor, ...]]:
+    """Embeddings of benchmark items, each unique image and caption encoded once (``torch.no_grad``).
+
+    Args:
+        items: subset -> items with ``image`` (a path) and the caption fields ``text_keys``.
+        skipped: the loader's skip counts (quoted in the error for an empty subset).
+        text_keys: caption fields, e.g. ``("caption", "negative_caption")``.
+        encode_images, encode_texts, batch_size: as in :func:`evaluate_sugarcrepe`.
+
+    Returns:
+        subset -> ``(image_emb [M, D], *caption_emb [M, D] in text_keys order)``, float32 on CPU.
+
+    Raises:
+        ValueError: a subset with no item, wrongly shaped encoder output, image and text widths that differ.
+        TypeError: an encoder that does not return a tensor.
+    """
+    empty = [name for name, kept in items.items() if not kept]
+    if empty:
+        raise ValueError(f"benchmark subsets with no item whose image exists: {empty} (skipped: {dict(skipped)})")
+    images = sorted({it["image"] for kept in items.values() for it in kept})
+    texts = sorted({it[k] for kept in items.values() for it in kept for k in text_keys})
+    with torch.no_grad():
+        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=load_rgb)
+        txt_emb = _encode_batched(encode_texts, texts, batch_size, "texts")
+    if img_emb.shape[1] != txt_emb.shape[1]:
+        raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
+    img_idx = {p: i for i, p in enumerate(images)}
+    txt_idx = {t: i for i, t in enumerate(texts)}
+    return {name: (img_emb[[img_idx[it["image"]] for it in kept]],
+                   *(txt_emb[[txt_idx[it[k]] for it in kept]] for k in text_keys))
+            for name, kept in items.items()}
+
+
 def evaluate_sugarcrepe(
     encode_images: Callable[[list[Image.Image]], torch.Tensor],
     encode_texts: Callable[[list[str]], torch.Tensor],
@@ -322,25 +363,8 @@ def evaluate_sugarcrepe(
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     items, skipped = load_sugarcrepe(bench_dir, image_root=image_root, subsets=subsets)
-    empty = [name for name, kept in items.items() if not kept]
-    if empty:
-        raise ValueError(f"SugarCrepe subsets with no item whose image exists: {empty} (skipped: {skipped})")
-    images = sorted({it["image"] for kept in items.values() for it in kept})
-    texts = sorted({it[k] for kept in items.values() for it in kept for k in ("caption", "negative_caption")})
-    with torch.no_grad():
-        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=load_rgb)
-        txt_emb = _encode_batched(encode_texts, texts, batch_size, "texts")
-    if img_emb.shape[1] != txt_emb.shape[1]:
-        raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
-    img_idx = {p: i for i, p in enumerate(images)}
-    txt_idx = {t: i for i, t in enumerate(texts)}
-    verdicts = {}
-    for name, kept in items.items():
-        verdicts[name] = sugarcrepe_verdicts(
-            img_emb[[img_idx[it["image"]] for it in kept]],
-            txt_emb[[txt_idx[it["caption"]] for it in kept]],
-            txt_emb[[txt_idx[it["negative_caption"]] for it in kept]],
-        )
+    emb = encode_items(items, skipped, ("caption", "negative_caption"), encode_images, encode_texts, batch_size)
+    verdicts = {name: sugarcrepe_verdicts(*emb[name]) for name in items}
     result = summarize(verdicts)
     result["skipped"] = skipped
     result["image_root"] = str(Path(image_root)) if image_root is not None else str(_default_image_root(Path(bench_dir)))

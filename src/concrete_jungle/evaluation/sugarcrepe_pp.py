@@ -1,0 +1,208 @@
+"""SugarCrepe++ evaluation (Dumpala et al., NeurIPS 2024; one of the paper's compositional benchmarks, Sec. 3).
+
+SugarCrepe++ adds a second, lexically different positive caption to SugarCrepe's replace / swap items, so every
+item is a triplet (p1 = ``caption``, p2 = ``caption2``, n = ``negative_caption``) with an image. Two tasks:
+
+* **ITT** (image-text task): correct iff the image is closer to *both* positives than to the negative,
+  cos(v, p1) > cos(v, n) and cos(v, p2) > cos(v, n);
+* **TOT** (text-only task, the text encoder alone): correct iff the two positives are closer to each other than
+  either is to the negative, cos(p1, p2) > cos(p1, n) and cos(p1, p2) > cos(p2, n).
+
+Comparisons are strict (a tie is wrong) and in cosine space. As in :mod:`.sugarcrepe`, data and metrics are
+separate and the model enters only through two encoder callables. Subset files are SugarCrepe++'s own format:
+a JSON list of ``{"id", "filename", "caption", "caption2", "negative_caption"}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from concrete_jungle.evaluation.sugarcrepe import _check_emb, _default_image_root, encode_items, summarize
+from concrete_jungle.io import read_json, write_json
+
+__all__ = [
+    "SUGARCREPE_PP_SUBSETS",
+    "load_sugarcrepe_pp",
+    "prepare_sugarcrepe_pp",
+    "sugarcrepe_pp_verdicts",
+    "evaluate_sugarcrepe_pp",
+]
+
+#: The five subsets of SugarCrepe++ (SugarCrepe's replace and swap families).
+SUGARCREPE_PP_SUBSETS = ("replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+_ITEM_KEYS = ("filename", "caption", "caption2", "negative_caption")
+
+
+def _read_subset(path: Path) -> list[dict]:
+    data = read_json(path)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of items, got {type(data).__name__}")
+    seen = set()
+    for k, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise ValueError(f"{path}: item {k} is {type(item).__name__}, expected an object")
+        for key in _ITEM_KEYS:
+            if not isinstance(item.get(key), str) or not item[key].strip():
+                raise ValueError(f"{path}: item {k} (id {item.get('id')!r}) lacks a non-empty string {key!r}")
+        iid = str(item.get("id", k))
+        if iid in seen:
+            raise ValueError(f"{path}: id {iid!r} occurs twice")
+        seen.add(iid)
+    return data
+
+
+def load_sugarcrepe_pp(
+    src_dir: str | os.PathLike,
+    image_root: str | os.PathLike | None = None,
+    subsets: Sequence[str] | None = None,
+) -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
+    """Read SugarCrepe++ subset files and keep the items whose image file exists.
+
+    Args:
+        src_dir: folder with ``<subset>.json`` lists (and optionally ``meta.json`` naming ``image_root``).
+        image_root: folder of the images; default ``meta.json["image_root"]``, else ``src_dir/images``.
+        subsets: subset names; default those of :data:`SUGARCREPE_PP_SUBSETS` present in ``src_dir``.
+
+    Returns:
+        ``(items_by_subset, skipped)``: lists of ``{"id", "filename", "image", "caption", "caption2",
+        "negative_caption"}`` in file order, and ``{subset: {"image_missing": count}}`` (``{}`` if none).
+
+    Raises:
+        FileNotFoundError: ``src_dir`` or a requested subset file is missing, or no subset file exists.
+        ValueError: a file is not a list of complete items (naming the file, item and key) or repeats an id.
+    """
+    src_dir = Path(src_dir)
+    if not src_dir.is_dir():
+        raise FileNotFoundError(f"SugarCrepe++ folder not found: {src_dir}")
+    root = Path(image_root) if image_root is not None else _default_image_root(src_dir)
+    names = list(subsets) if subsets is not None else [s for s in SUGARCREPE_PP_SUBSETS
+                                                        if (src_dir / f"{s}.json").is_file()]
+    if not names:
+        raise FileNotFoundError(f"no SugarCrepe++ subset file ({', '.join(SUGARCREPE_PP_SUBSETS)}) in {src_dir}")
+    items, skipped, exists = {}, {}, {}
+    for name in names:
+        path = src_dir / f"{name}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"SugarCrepe++ subset {name!r} not found: {path}")
+        kept, counts = [], Counter()
+        for k, item in enumerate(_read_subset(path)):
+            fname = item["filename"]
+            if fname not in exists:
+                exists[fname] = (root / fname).is_file()
+            if not exists[fname]:
+                counts["image_missing"] += 1
+                continue
+            kept.append({"id": str(item.get("id", k)), "filename": fname, "image": str(root / fname),
+                         **{key: item[key] for key in _ITEM_KEYS[1:]}})
+        items[name], skipped[name] = kept, dict(counts)
+    return items, skipped
+
+
+def prepare_sugarcrepe_pp(src_dir: str | os.PathLike, image_root: str | os.PathLike,
+                          out_dir: str | os.PathLike) -> dict:
+    """Write the SugarCrepe++ items whose image exists under ``image_root`` to ``out_dir`` (same list format)
+    plus ``meta.json``. With ``../shared/data`` this keeps 544 of the 4,757 items (164 images).
+
+    Returns:
+        ``{"image_root", "source": "sugarcrepe_pp", "n_items": {subset: int}, "skipped": {...},
+        "dropped_empty_subsets": [...]}`` (also written to ``out_dir/meta.json``).
+
+    Raises:
+        FileNotFoundError: ``image_root`` is not a folder; errors of :func:`load_sugarcrepe_pp`.
+        ValueError: no item at all has its image.
+    """
+    if not Path(image_root).is_dir():
+        raise FileNotFoundError(f"prepare_sugarcrepe_pp: image_root is not a folder: {image_root}")
+    items, skipped = load_sugarcrepe_pp(src_dir, image_root=image_root)
+    empty = sorted(name for name, kept in items.items() if not kept)
+    if len(empty) == len(items):
+        raise ValueError(f"prepare_sugarcrepe_pp: no item of {src_dir} has its image under {image_root}")
+    out_dir = Path(out_dir)
+    for name, kept in items.items():
+        if kept:
+            write_json(out_dir / f"{name}.json", [{"id": it["id"], **{k: it[k] for k in _ITEM_KEYS}} for it in kept])
+    meta = {"image_root": str(image_root), "source": "sugarcrepe_pp",
+            "n_items": {name: len(kept) for name, kept in items.items() if kept}, "skipped": skipped,
+            "dropped_empty_subsets": empty}
+    write_json(out_dir / "meta.json", meta)
+    return meta
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (torch.nn.functional.normalize(a.detach().double(), dim=1)
+            * torch.nn.functional.normalize(b.detach().double(), dim=1)).sum(dim=1)
+
+
+def sugarcrepe_pp_verdicts(image_emb: torch.Tensor, pos1_emb: torch.Tensor, pos2_emb: torch.Tensor,
+                           neg_emb: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per-item ITT and TOT verdicts (module docstring), in cosine space, float64, strict.
+
+    Args:
+        image_emb, pos1_emb, pos2_emb, neg_emb: ``[M, D]`` embeddings (any scale) of the image, the two positive
+            captions and the negative caption.
+
+    Returns:
+        ``{"itt": BoolTensor [M], "tot": BoolTensor [M]}``.
+
+    Raises:
+        TypeError / ValueError: as :func:`~concrete_jungle.evaluation.sugarcrepe.sugarcrepe_verdicts` (not 2-D,
+            NaN/Inf, zero rows, shapes that differ).
+    """
+    inputs = (("image_emb", image_emb), ("pos1_emb", pos1_emb), ("pos2_emb", pos2_emb), ("neg_emb", neg_emb))
+    for name, x in inputs:
+        _check_emb(name, x)
+    if len({tuple(x.shape) for _, x in inputs}) != 1:
+        raise ValueError("image_emb, pos1_emb, pos2_emb and neg_emb must share shape [M, D]; got "
+                         + ", ".join(str(tuple(x.shape)) for _, x in inputs))
+    vp1, vp2, vn = _cos(image_emb, pos1_emb), _cos(image_emb, pos2_emb), _cos(image_emb, neg_emb)
+    p1p2, p1n, p2n = _cos(pos1_emb, pos2_emb), _cos(pos1_emb, neg_emb), _cos(pos2_emb, neg_emb)
+    return {"itt": (vp1 > vn) & (vp2 > vn), "tot": (p1p2 > p1n) & (p1p2 > p2n)}
+
+
+def evaluate_sugarcrepe_pp(
+    encode_images: Callable[[list[Image.Image]], torch.Tensor],
+    encode_texts: Callable[[list[str]], torch.Tensor],
+    bench_dir: str | os.PathLike,
+    image_root: str | os.PathLike | None = None,
+    batch_size: int = 64,
+) -> dict:
+    """Run SugarCrepe++ (ITT and TOT) with the caller's encoders; every unique image / caption encoded once.
+
+    Args:
+        encode_images: ``list[PIL.Image] (len B) -> Tensor [B, D]``.
+        encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
+        bench_dir, image_root: as in :func:`load_sugarcrepe_pp`.
+        batch_size: inputs per encoder call (>= 1).
+
+    Returns:
+        ``{"itt": summary, "tot": summary, "skipped": {...}, "verdicts": {"itt": {subset: {id: bool}},
+        "tot": {...}}}`` with each summary as :func:`~concrete_jungle.evaluation.sugarcrepe.summarize`
+        (accuracies are fractions in [0, 1]).
+
+    Raises:
+        ValueError: ``batch_size < 1``, a subset with no item left, encoder widths that differ; errors of the
+            loader, the encoders' shape checks and :func:`sugarcrepe_pp_verdicts` propagate.
+    """
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    items, skipped = load_sugarcrepe_pp(bench_dir, image_root=image_root)
+    emb = encode_items(items, skipped, _ITEM_KEYS[1:], encode_images, encode_texts, batch_size)
+    per_task: dict[str, dict[str, torch.Tensor]] = {"itt": {}, "tot": {}}
+    for name in items:
+        v = sugarcrepe_pp_verdicts(*emb[name])
+        for task in per_task:
+            per_task[task][name] = v[task]
+    return {
+        "itt": summarize(per_task["itt"]),
+        "tot": summarize(per_task["tot"]),
+        "skipped": skipped,
+        "verdicts": {task: {name: {it["id"]: bool(x) for it, x in zip(items[name], per_task[task][name].tolist())}
+                            for name in items} for task in per_task},
+    }
