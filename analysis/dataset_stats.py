@@ -1,4 +1,5 @@
-"""Rendering of the ConcreteBatch dataset statistics: the c_i histogram (paper Fig. 5(a)) and Table 1 (Sec. 3.1).
+"""Rendering of the ConcreteBatch dataset statistics: the c_i histogram (paper Fig. 5(a)), Table 1 (Sec. 3.1) and the
+logit gap against c_i with LOWESS trends (Sec. 2.3, Fig. 4).
 
 Inputs are the dicts written by ``concrete_jungle.evaluation.dataset_stats.dataset_statistics``
 (``metrics/<p>/dataset_stats/<dataset>.json``) and the ``c_i`` values of the ConcreteBatch records.
@@ -20,7 +21,8 @@ import numpy as np  # noqa: E402
 from concrete_jungle.evaluation.dataset_stats import C_BIN_EDGES  # noqa: E402
 from analysis.report import figure_axes  # noqa: E402
 
-__all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown"]
+__all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown",
+           "lowess_curve", "plot_concreteness_gap"]
 
 #: Paper notation of the three ConcreteBatch variants (Sec. 3.1), in Table 1's row order here.
 DATASET_LABELS = {"hc": "D_hc", "lc": "D_lc", "wo": "D_wo"}
@@ -115,6 +117,76 @@ def _cell(stats: Mapping, key: str, fmt: str, where: str) -> str:
             raise ValueError(f"table1_markdown: {where}: {key} = {value!r} is not a count")
         value = int(value)
     return fmt.format(value)
+
+
+def lowess_curve(x: Sequence[float], y: Sequence[float], frac: float = 2 / 3) -> tuple[np.ndarray, np.ndarray]:
+    """LOWESS trend of ``y`` in ``x`` (Cleveland 1979, as the paper's Fig. 4; statsmodels, 3 robustifying passes).
+
+    Args:
+        x, y: equal-length finite values (here c_i, 1-5, and the logit gap).
+        frac: share of the points in each local fit, in (0, 1].
+
+    Returns:
+        ``(x_sorted [n], y_fitted [n])``.
+
+    Raises:
+        ValueError: fewer than 3 points, unequal lengths, non-finite values or ``frac`` outside (0, 1].
+    """
+    from statsmodels.nonparametric.smoothers_lowess import lowess
+
+    xa, ya = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xa.shape != ya.shape or xa.ndim != 1 or xa.size < 3:
+        raise ValueError(f"lowess_curve: need two equal 1-D arrays of >= 3 points, got {xa.shape} and {ya.shape}")
+    if not (np.isfinite(xa).all() and np.isfinite(ya).all()):
+        raise ValueError("lowess_curve: x and y must be finite")
+    if not 0 < frac <= 1:
+        raise ValueError(f"lowess_curve: frac must be in (0, 1], got {frac}")
+    fitted = lowess(ya, xa, frac=frac, it=3, return_sorted=True)
+    return fitted[:, 0], fitted[:, 1]
+
+
+def plot_concreteness_gap(gaps_by_dataset: Mapping[str, Mapping[str, Sequence[float]]], path: str | os.PathLike,
+                          unit: str = "logit") -> Path:
+    """Logit gap s_{i,i} - s_{i,i'} of each scored ConcreteBatch pair against its keyword's c_i, one colour per dataset,
+    each with its LOWESS trend, plus the LOWESS trend of all pairs pooled (black) - the paper's Fig. 4 / Sec. 2.3
+    observation that the gap grows with c_i.
+
+    Args:
+        gaps_by_dataset: dataset -> ``{"c_i": [n], "gap": [n]}`` (c_i 1-5; gap in ``unit`` space).
+        path: output PNG (written atomically).
+        unit: ``"logit"`` or ``"cosine"``, for the axis label.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        ValueError: no dataset, or a dataset with fewer than 3 pairs or non-finite values (naming it).
+    """
+    if not gaps_by_dataset:
+        raise ValueError("plot_concreteness_gap: gaps_by_dataset is empty; nothing to plot")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    curves = {}
+    for name in _ordered(list(gaps_by_dataset)):
+        d = gaps_by_dataset[name]
+        try:
+            curves[name] = (np.asarray(d["c_i"], float), np.asarray(d["gap"], float), lowess_curve(d["c_i"], d["gap"]))
+        except ValueError as err:
+            raise ValueError(f"plot_concreteness_gap: dataset {name!r}: {err}") from None
+    pooled = lowess_curve(np.concatenate([c for c, _, _ in curves.values()]),
+                          np.concatenate([g for _, g, _ in curves.values()]))
+    with figure_axes(path) as ax:
+        for k, (name, (c, g, (xs, ys))) in enumerate(curves.items()):
+            colour = colours[k % len(colours)]
+            ax.scatter(c, g, s=6, alpha=0.25, color=colour, linewidths=0)
+            ax.plot(xs, ys, color=colour, linewidth=1.8, label=f"{_label(name)} (n={c.size})")
+        ax.plot(*pooled, color="black", linewidth=2.2, linestyle="--", label="all pairs")
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.set_xlabel("keyword concreteness c_i (Brysbaert, 1-5)")
+        ax.set_ylabel(f"gap s(v,t) - s(v,t') ({unit} space)")
+        ax.set_title("Logit gap vs concreteness, LOWESS trends")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", loc="upper left")
+    return Path(path)
 
 
 def table1_markdown(stats_by_dataset: Mapping[str, Mapping], with_paper: bool = True) -> str:

@@ -56,6 +56,14 @@ def test_shard_plan():
         shard_plan(25, 0)
 
 
+def test_fingerprint_covers_the_scene_world_code():
+    # scene_world.py gives the world vocabulary, scene edits and rendering: a change to it must not reuse shards
+    from concrete_jungle.concreteplant import pipeline
+    from concrete_jungle.corpus import scene_world
+
+    assert Path(scene_world.__file__).resolve() in {p.resolve() for p in pipeline._CODE}
+
+
 def test_tokenize_equal_pairs():
     # open_clip's tokenizer lower-cases and normalises whitespace: a case-only "rewrite" is no hard negative
     assert tokenize_equal(["A red car.", "a red car"], ["a  RED car.", "a blue car"]) == [True, False]

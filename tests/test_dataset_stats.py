@@ -155,6 +155,44 @@ def test_cosine_similarities(quadruples, fake_bundle):
     assert out["logit_scale"] == pytest.approx(10.0, rel=1e-6)
     assert out["logit_gap_mean"] == pytest.approx(10 * gap, abs=1e-5)
     assert out["reference_model"] == {"name": "fake-clip", "checkpoint": None}
+    # Fig. 4: per-record gaps in record order, and their OLS trend in c_i (logit space)
+    cos_gaps = [1, 2 / S5, -1 / S2, 1 - 1 / S2]
+    assert [r["cos_gap"] for r in out["per_record"]] == pytest.approx(cos_gaps, abs=1e-6)
+    assert [r["logit_gap"] for r in out["per_record"]] == pytest.approx([10 * g for g in cos_gaps], abs=1e-5)
+    assert [r["anchor_id"] for r in out["per_record"]] == [r["anchor_id"] for r in records]
+    c = [r["c_i"] for r in records]
+    slope, intercept = np.polyfit(c, [10 * g for g in cos_gaps], 1)
+    assert out["gap_vs_c"]["unit"] == "logit" and out["gap_vs_c"]["n"] == 4
+    assert out["gap_vs_c"]["slope"] == pytest.approx(slope, abs=1e-4)
+    assert out["gap_vs_c"]["intercept"] == pytest.approx(intercept, abs=1e-4)
+
+
+def test_gap_vs_concreteness_by_hand():
+    exact = DS.gap_vs_concreteness([1, 2, 3, 4], [1, 3, 5, 7])  # gap = 2 c - 1
+    assert exact["slope"] == pytest.approx(2) and exact["intercept"] == pytest.approx(-1)
+    assert exact["r2"] == pytest.approx(1) and exact["spearman_rho"] == pytest.approx(1)
+    noisy = DS.gap_vs_concreteness([1, 2, 3, 4], [1, 2, 2, 3])
+    # OLS by hand: c mean 2.5, gap mean 2; Sxy = 1.5 + 0 + 0 + 1.5 = 3, Sxx = 5 -> slope 0.6, intercept 0.5;
+    # fitted 1.1 1.7 2.3 2.9, residuals -.1 .3 -.3 .1 (RSS .2), se = sqrt(.2 / 2 / 5) = sqrt(.02)
+    assert noisy["slope"] == pytest.approx(0.6) and noisy["intercept"] == pytest.approx(0.5)
+    assert noisy["slope_se"] == pytest.approx(0.02 ** 0.5)
+    assert DS.gap_vs_concreteness([4.5, 4.5, 4.5], [1, 2, 3]) == {"n": 3, "skipped": "every c_i is 4.5: no trend in c_i"}
+    assert DS.gap_vs_concreteness([1, 2], [1, 2])["skipped"].startswith("2 record(s)")
+    with pytest.raises(ValueError, match="finite"):
+        DS.gap_vs_concreteness([1, 2, float("nan")], [1, 2, 3])
+
+
+def test_lowess_and_gap_png(tmp_path):
+    from analysis.dataset_stats import lowess_curve, plot_concreteness_gap
+
+    x = [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+    xs, ys = lowess_curve(x, [2 * v - 1 for v in x])  # a straight line is its own LOWESS fit
+    assert xs.tolist() == x and ys == pytest.approx([2 * v - 1 for v in x], abs=1e-9)
+    path = plot_concreteness_gap({"hc": {"c_i": x, "gap": [2 * v for v in x]}, "lc": {"c_i": x, "gap": x}},
+                                 tmp_path / "gap.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="dataset 'lc'.*>= 3 points"):
+        plot_concreteness_gap({"lc": {"c_i": [1, 2], "gap": [1, 2]}}, tmp_path / "x.png")
 
 
 def test_skips_are_recorded_and_output_is_finite(quadruples, fake_bundle, tmp_path):

@@ -350,3 +350,18 @@ def test_benchmark_exclusions_parse_and_filter():
               Candidate("one", "one", "attribute", 19, 22, 2.5)]]
     kept = bench.exclude_candidates(cands, bench.parse_exclusions("area,object:serve,attribute:one"))
     assert [(c.text, c.type) for c in kept[0]] == [("serving", "relation")]  # the verb "serve" stays
+
+
+def test_all_caps_captions_and_plural_only_kinds():
+    rw = LexicalRewriter(seed=0)
+
+    def one(caption, keyword, type_="object"):
+        s = caption.index(keyword)
+        return rw.rewrite([RewriteRequest(caption, keyword, s, s + len(keyword), type_, keyword.lower())])[0]
+
+    # an all-caps caption is no proper name: WordNet substitutes apply, in capitals, article included
+    assert one("A MAN SITTING IN A WHEELCHAIR", "WHEELCHAIR").negative_caption == "A MAN SITTING IN AN ARMCHAIR"
+    # "skis" is plural-only: never "skises" or "a skis"
+    res = one("Two kids kicking balls in a field", "balls")
+    assert res.negative_caption is not None and "skises" not in res.negative_caption
+    assert "a skis" not in (one("a man on a snowboard performing a trick", "snowboard").negative_caption or "")

@@ -56,6 +56,15 @@ def test_scene_negatives_need_the_scene_world():
         load_params(PARAMS, overrides={"profile": "real", "concreteplant": {"image_negatives": "scene"}})
 
 
+def test_context_length_must_fit_the_model():
+    # the world model reads 32 tokens: a 77-token keyword rule would let the sampler pick words it never sees
+    with pytest.raises(ParamsError) as err:
+        load_params(PARAMS, overrides={"concreteplant": {"context_length": 77}})
+    msg = str(err.value)
+    assert "concreteplant.context_length (77) exceeds base_model.model.context_length (32)" in msg
+    assert "'corpus'" not in msg  # the cross-section message does not dump the whole config
+
+
 def test_training_grid_names_match_the_loss_registry():
     import typing
 

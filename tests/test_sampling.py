@@ -36,6 +36,9 @@ def test_probabilities_hand_example():
     np.testing.assert_allclose(within_type_probabilities([5, 4, 3], "wo", 1, 1.0), [1 / 3] * 3)
     # ties at the cut keep caption order: [4, 5, 4] top-2 keeps index 1 and the first 4
     np.testing.assert_allclose(within_type_probabilities([4, 5, 4], "hc", 2, 1.0), [1 - E54, E54, 0.0])
+    # a vanishing temperature is greedy, never NaN (the shift comes before the division)
+    np.testing.assert_array_equal(within_type_probabilities([5, 4, 3], "hc", 3, 1e-320), [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(within_type_probabilities([5, 4, 3], "lc", 3, 1e-320), [0.0, 0.0, 1.0])
 
 
 @pytest.mark.parametrize("mode,expected", [("hc", [E54, 1 - E54, 0.0]), ("lc", [0.0, 1 - E54, E54])])

@@ -114,6 +114,14 @@ def test_clean_generation_rejects_non_text():
         (req("a red car", "red"), "an red car", False, "keyword_unchanged", None),  # only the article changed
         (req("A child standing in front of the tree", "in front of", "relation", "front"),
          "A child standing behind the tree.", False, None, "A child standing behind the tree."),
+        # keyword at the end: an explanation or a second sentence after the replacement is not the replacement
+        (req("A man riding a horse", "horse", "object"),
+         "A man riding a bike. Explanation: the keyword 'horse' was replaced with 'bike'.", False,
+         "outside_keyword_span", None),
+        (req("A man riding a horse", "horse", "object"), "A man riding a bike (changed horse -> bike)", False,
+         "outside_keyword_span", None),
+        (req("A man riding a horse", "horse", "object"), "A man riding a bike.", False, None, "A man riding a bike."),
+        (req("a red car", "red"), "a ... car", False, "outside_keyword_span", None),  # punctuation deletes it
     ],
 )
 def test_verdicts(request_, answer, truncated, reason, accepted):

@@ -146,7 +146,10 @@ def dataset_stats_stage(params: Params, dataset: str) -> dict:
     """Stage ``dataset_stats@<dataset>``: paper Table 1 figures of one ConcreteBatch (mean / median c_i, I2T / T2I
     accuracy, BERTScore, CLIP-L / CLIP-V, DINOScore, unique keywords) under the reference model
     (:func:`~concrete_jungle.evaluation.dataset_stats.dataset_statistics`). Writes
-    ``metrics/<p>/dataset_stats/<dataset>.json`` and the c_i histogram ``reports/<p>/dataset_stats/<dataset>.png``."""
+    ``metrics/<p>/dataset_stats/<dataset>.json``, the per-record logit gaps ``<dataset>_gaps.csv`` beside it and the
+    c_i histogram ``reports/<p>/dataset_stats/<dataset>.png``."""
+    import pandas as pd
+
     from analysis.dataset_stats import plot_concreteness_histogram
     from concrete_jungle.evaluation.dataset_stats import dataset_statistics, reference_checkpoint
     from concrete_jungle.models import load_model
@@ -155,6 +158,9 @@ def dataset_stats_stage(params: Params, dataset: str) -> dict:
     bundle = load_model(reference_checkpoint(cfg.reference_model, params.models_dir))
     records = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
     stats = dataset_statistics(records, bundle, cfg, dataset=dataset)
+    gaps = pd.DataFrame(stats.pop("per_record"), columns=["anchor_id", "type", "c_i", "cos_gap", "logit_gap"])
+    with atomic_write(params.metrics_dir / "dataset_stats" / f"{dataset}_gaps.csv") as fh:
+        gaps.to_csv(fh, index=False, float_format="%.6g")  # per-record logit gap vs c_i (Fig. 4; dvc plots)
     write_metrics(params.metrics_dir / "dataset_stats" / f"{dataset}.json", stats)
     plot_concreteness_histogram({dataset: [r["c_i"] for r in records]},
                                 params.reports_dir / "dataset_stats" / f"{dataset}.png")
@@ -313,7 +319,8 @@ def comparison_pairs(params: Params) -> list[tuple[str, str]]:
 def render_reports(params: Params) -> dict:
     """Stage ``report``: ``reports/<profile>/sugarcrepe.md`` (every model x subset, then the paired comparisons
     of :func:`comparison_pairs` from ``data/<profile>/verdicts``), ``gradient_ratio.png`` (the logged ratio of
-    each hard-negative run) and ``gradient_ratio_study.png`` (ratio vs N, Fig. 6)."""
+    each hard-negative run), ``gradient_ratio_study.png`` (ratio vs N, Fig. 6), ``concreteness_gap.png`` (logit
+    gap vs c_i with LOWESS trends, Fig. 4) and ``table1.md``."""
     from analysis.report import render_report
 
     labels = model_labels(params)
@@ -328,6 +335,21 @@ def render_reports(params: Params) -> dict:
 
     table = table1_markdown({d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json")
                              for d in params.concreteplant.datasets})
+    import pandas as pd
+
+    from analysis.dataset_stats import plot_concreteness_gap
+
+    unit = "logit"
+    gaps = {}
+    for d in params.concreteplant.datasets:
+        df = pd.read_csv(params.metrics_dir / "dataset_stats" / f"{d}_gaps.csv")
+        if df["logit_gap"].isna().any():  # a reference model without a scalar logit scale: cosine gaps
+            unit = "cosine"
+        gaps[d] = df
+    col = "logit_gap" if unit == "logit" else "cos_gap"
+    out["concreteness_gap"] = plot_concreteness_gap(
+        {d: {"c_i": df["c_i"].tolist(), "gap": df[col].tolist()} for d, df in gaps.items()},
+        params.reports_dir / "concreteness_gap.png", unit=unit)
     out["table1"] = params.reports_dir / "table1.md"
     with atomic_write(out["table1"]) as fh:
         fh.write("# Table 1: ConcreteBatch statistics\n\n" + table)

@@ -522,7 +522,8 @@ _OPPOSITE_ONLY_KINDS = frozenset(
      "image_kind", "furnishings"}
 )
 #: Nouns that are plural without an -s ("a herd of cattle"): their substitute is pluralised.
-_PLURAL_ONLY = frozenset({"cattle", "police", "scissors", "jeans", "pants", "shorts", "stairs"})
+_PLURAL_ONLY = frozenset({"cattle", "police", "scissors", "jeans", "pants", "shorts", "stairs", "skis", "woods",
+                          "fries", "clothes"})
 #: Mass nouns among the substitutes: they stand for a plural keyword unchanged ("feathers" -> "fur").
 _UNCOUNTABLE = frozenset({"fur", "rice", "ice", "hay", "snow", "sand", "graffiti"})
 
@@ -640,7 +641,10 @@ _INDEX = {
 
 
 def _match_case(template: str, word: str) -> str:
-    """Give ``word`` the case of ``template``'s first letter."""
+    """Give ``word`` the case of ``template``: all capitals for an all-caps word of 2+ letters ("WHEELCHAIR"),
+    else the case of its first letter."""
+    if len(template) > 1 and template.isupper():
+        return word.upper()
     if template[:1].isupper():
         return word[:1].upper() + word[1:]
     return word
@@ -1431,7 +1435,7 @@ class LexicalRewriter:
         """WordNet substitutes in the keyword's form (plural, verb form, comparative); cached per keyword."""
         key = _WS.sub(" ", req.keyword.strip()).lower()
         before = req.caption[: req.start].split()[-1:] or [""]
-        if req.keyword[:1].isupper() and req.caption[: req.start].strip():
+        if req.keyword[:1].isupper() and req.caption[: req.start].strip() and not req.caption.isupper():
             return ()  # a capitalised word inside the caption is a name ("Back to the Future")
         cache_key = (req.type, key, req.lemma.lower(), before[0].lower() if req.type == "relation" else "")
         if cache_key not in self._resource_cache:
@@ -1516,7 +1520,7 @@ class LexicalRewriter:
         if m:
             old = m.group(2)
             new = indefinite_article(choice)
-            new = _match_case(old, new)
+            new = new.upper() if len(req.keyword) > 1 and req.keyword.isupper() else _match_case(old, new)
             prefix = prefix[: m.start(2)] + new + prefix[m.end(2) :]
         negative = prefix + choice + req.caption[req.end :]
         reason = validate_rewrite(req.caption, req.start, req.end, negative)

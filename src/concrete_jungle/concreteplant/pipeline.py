@@ -84,7 +84,10 @@ def shard_plan(n_records: int, shard_size: int, shard_index: int = 0, shard_coun
 
 
 #: Source files whose content determines a ConcreteBatch (part of the shard fingerprint).
-_CODE = tuple(sorted(Path(__file__).parent.glob("*.py"))) + (Path(__file__).parents[1] / "concreteness.py",)
+_CODE = tuple(sorted(Path(__file__).parent.glob("*.py"))) + (
+    Path(__file__).parents[1] / "concreteness.py",
+    Path(__file__).parents[1] / "corpus" / "scene_world.py",  # world vocabulary, scene edits and rendering
+)
 
 
 def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict]) -> str:

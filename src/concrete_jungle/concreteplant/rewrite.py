@@ -261,6 +261,9 @@ def _strip_period(text: str) -> str:
 
 
 _PUNCT = re.compile(r"[^\w\s'-]")
+#: Punctuation that never belongs to a replacement word or phrase: a sentence end followed by more text, a
+#: colon or semicolon, brackets ("a bike. Explanation: ...", "a bike (changed horse)").
+_EXTRA_TEXT = re.compile(r"[.!?]\s*\S|[:;()\[\]{}]")
 
 
 def validate_rewrite(caption: str, start: int, end: int, negative_caption: str | None) -> str | None:
@@ -300,6 +303,10 @@ def validate_rewrite(caption: str, start: int, end: int, negative_caption: str |
             if not middle.strip():
                 continue
             new = _PUNCT.sub("", middle).strip()
+            if not any(ch.isalnum() for ch in new):
+                return "outside_keyword_span"  # punctuation only: the keyword is deleted
+            if _EXTRA_TEXT.search(middle) and not _EXTRA_TEXT.search(_norm(caption[start:end])):
+                return "outside_keyword_span"  # a second sentence / an explanation after the replacement
             if new == keyword:
                 return "keyword_unchanged"
             if new.split(" ", 1)[0] in ("a", "an", "the") and (" " + p.rstrip()).endswith((" a", " an", " the")):

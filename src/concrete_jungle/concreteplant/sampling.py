@@ -87,10 +87,11 @@ def within_type_probabilities(
     if mode == "wo":
         p[:] = 1.0 / c.size
         return p
-    score = c / temperature if mode == "hc" else -c / temperature
-    order = np.argsort(-score, kind="stable")  # stable: ties keep caption order
+    signed = c if mode == "hc" else -c
+    order = np.argsort(-signed, kind="stable")  # stable: ties keep caption order
     keep = order[: min(top_k, c.size)]
-    z = score[keep] - score[keep].max()
+    # shift before dividing: a tiny T gives -inf (weight 0) for all but the best, never inf - inf = NaN
+    z = (signed[keep] - signed[keep].max()) / temperature
     w = np.exp(z)
     p[keep] = w / w.sum()
     return p

@@ -23,6 +23,8 @@ module computes, per the rows of Table 1:
 * **DINOScore** - mean cosine of DINO features of v and v' (paper: DINOv2) from a configurable timm model; skipped
   with a recorded reason when none is configured or its weights cannot be loaded offline.
 * **# Unique** - number of unique keywords, counted by lemma.
+* **Logit gap vs c_i** (Sec. 2.3, Fig. 4) - per scored record the gap s_{i,i} - s_{i,i'} (``per_record``) and its
+  linear trend in c_i (:func:`gap_vs_concreteness`: OLS slope with its standard error, Spearman rho).
 
 The paper's reference model is PE-Core-L-14-336 (MetaCLIP-5.4B); here it is any :class:`~concrete_jungle.models.
 ModelBundle` (by default the project's base model). All similarities are in cosine space (L2-normalised embeddings),
@@ -61,6 +63,7 @@ __all__ = [
     "DinoUnavailable",
     "validate_records",
     "quadruple_verdicts",
+    "gap_vs_concreteness",
     "concreteness_summary",
     "concreteness_histogram",
     "bertscore_f1",
@@ -381,6 +384,50 @@ def _mean(x: torch.Tensor) -> float:
     return float(x.double().mean())
 
 
+def gap_vs_concreteness(c_values: Sequence[float], gaps: Sequence[float]) -> dict:
+    """Linear trend of the logit gap s_{i,i} - s_{i,i'} in the keyword concreteness c_i (paper Sec. 2.3: "the gap
+    increasing linearly with c_i"; Fig. 4): OLS ``gap = intercept + slope * c_i`` (statsmodels) and Spearman's rank
+    correlation (scipy).
+
+    Args:
+        c_values: ``[n]`` c_i (Brysbaert, 1-5).
+        gaps: ``[n]`` gaps, in the unit the caller chose (logit or cosine space); the slope is in that unit per
+            concreteness point.
+
+    Returns:
+        ``{"n", "slope", "slope_se", "slope_p", "intercept", "r2", "spearman_rho", "spearman_p"}`` (finite floats),
+        or ``{"n", "skipped": reason}`` when fewer than 3 records or c_i is constant.
+
+    Raises:
+        ValueError: if the lengths differ or a value is not finite.
+    """
+    import numpy as np
+
+    c, g = np.asarray(c_values, dtype=float), np.asarray(gaps, dtype=float)
+    if c.shape != g.shape or c.ndim != 1:
+        raise ValueError(f"gap_vs_concreteness: c_values {c.shape} and gaps {g.shape} must be equal 1-D arrays")
+    if not (np.isfinite(c).all() and np.isfinite(g).all()):
+        raise ValueError("gap_vs_concreteness: c_values and gaps must be finite")
+    n = int(c.size)
+    if n < 3:
+        return {"n": n, "skipped": f"{n} record(s): a trend needs at least 3"}
+    if np.ptp(c) == 0:
+        return {"n": n, "skipped": f"every c_i is {c[0]}: no trend in c_i"}
+    import statsmodels.api as sm
+    from scipy.stats import spearmanr
+
+    fit = sm.OLS(g, sm.add_constant(c)).fit()
+    rho, rho_p = spearmanr(c, g)
+
+    def finite(x) -> float:
+        x = float(x)
+        return x if math.isfinite(x) else 0.0  # a perfect fit gives slope_se 0 / p 0; NaN only on degenerate data
+
+    return {"n": n, "slope": finite(fit.params[1]), "slope_se": finite(fit.bse[1]), "slope_p": finite(fit.pvalues[1]),
+            "intercept": finite(fit.params[0]), "r2": finite(fit.rsquared),
+            "spearman_rho": finite(rho) if np.ptp(g) > 0 else 0.0, "spearman_p": finite(rho_p) if np.ptp(g) > 0 else 1.0}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # BERTScore
 # --------------------------------------------------------------------------------------------------------------
@@ -640,7 +687,10 @@ def dataset_statistics(
         (cosine space), ``logit_scale`` (the model's exp(logit_scale)) and ``logit_gap_mean`` = their product
         (Fig. 5(b)); ``bertscore`` (mean F1 of BERTScore(t', t)), ``bertscore_info``; ``clip_l`` = mean cos(t, t');
         ``clip_v`` = mean cos(v, v'); ``dino_score`` = mean DINO cos(v, v'), ``dino_info``;
-        ``excluded_from_image_figures`` {reason: count}; ``skipped`` {figure: reason}.
+        ``gap_vs_c`` (:func:`gap_vs_concreteness` of the logit gap, cosine gap without a logit scale; ``unit``);
+        ``excluded_from_image_figures`` {reason: count}; ``skipped`` {figure: reason}; ``per_record``: one
+        ``{"anchor_id", "type", "c_i", "cos_gap", "logit_gap"}`` per scored record (for Fig. 4; the stage writes
+        them to a CSV, not to the metrics JSON).
 
     Raises:
         TypeError / ValueError: bad records (see :func:`validate_records`).
@@ -752,6 +802,12 @@ def dataset_statistics(
             dino = _mean(_cos(_check_emb("dino(v)", a), _check_emb("dino(v')", b)))
             dino_info["feature_dim"] = int(feats.shape[1])
 
+    unit_gap = gap * scale if scale is not None else gap
+    per_record = [{"anchor_id": r["anchor_id"], "type": r["type"], "c_i": float(r["c_i"]), "cos_gap": float(g),
+                   "logit_gap": None if scale is None else float(g) * scale} for r, g in zip(scored, gap.tolist())]
+    trend = gap_vs_concreteness([float(r["c_i"]) for r in scored], unit_gap.tolist())
+    trend["unit"] = "logit" if scale is not None else "cosine"
+
     return {
         "dataset": dataset,
         "n": n,
@@ -780,6 +836,8 @@ def dataset_statistics(
         "dino_score": dino,
         "dino_info": dino_info,
         "c_histogram": {"edges": list(C_BIN_EDGES), "counts": concreteness_histogram(cs)},
+        "gap_vs_c": trend,
         "excluded_from_image_figures": excluded,
         "skipped": skipped,
+        "per_record": per_record,
     }
