@@ -91,7 +91,8 @@ def within_type_probabilities(
     order = np.argsort(-signed, kind="stable")  # stable: ties keep caption order
     keep = order[: min(top_k, c.size)]
     # shift before dividing: a tiny T gives -inf (weight 0) for all but the best, never inf - inf = NaN
-    z = (signed[keep] - signed[keep].max()) / temperature
+    with np.errstate(over="ignore"):  # -x / tiny T overflows to -inf on purpose: weight exp(-inf) = 0
+        z = (signed[keep] - signed[keep].max()) / temperature
     w = np.exp(z)
     p[keep] = w / w.sum()
     return p
