@@ -82,6 +82,14 @@ def test_evaluate_with_toy_encoders(tmp_path):
     assert res["itt"]["micro_accuracy"] == 0.5 and res["tot"]["subsets"]["swap_att"] == {"accuracy": 0.5, "n": 2,
                                                                                           "correct": 1}
     assert res["skipped"] == {"swap_att": {"image_missing": 1}}
+    # a shared cache (SugarCrepe then SugarCrepe++ for one model): nothing is encoded twice, same verdicts
+    calls = []
+    cache = {}
+    counted = (lambda ims: calls.append(len(ims)) or enc_images(ims), lambda t: calls.append(len(t)) or enc_texts(t))
+    first = evaluate_sugarcrepe_pp(*counted, tmp_path, image_root=tmp_path, cache=cache)
+    n_first = sum(calls)
+    assert n_first == 2 + 4 and evaluate_sugarcrepe_pp(*counted, tmp_path, image_root=tmp_path, cache=cache) == first
+    assert sum(calls) == n_first
     (tmp_path / "replace_obj.json").write_text(json.dumps([{**items[0], "caption2": " "}]))
     with pytest.raises(ValueError, match=r"item 0 \(id 0\) lacks a non-empty string 'caption2'"):
         evaluate_sugarcrepe_pp(enc_images, enc_texts, tmp_path, image_root=tmp_path)

@@ -286,13 +286,14 @@ def evaluate_model(params: Params, label: str) -> dict:
     bundle = load_model(params.models_dir / label / "checkpoint.pt")
     bs = params.evaluate.batch_size
     enc_img, enc_txt = (lambda ims: encode_images(bundle, ims, bs)), (lambda txt: encode_texts(bundle, txt, bs))
-    result = evaluate_sugarcrepe(enc_img, enc_txt, params.data_dir / "benchmark", batch_size=bs)
+    cache: dict = {}  # SugarCrepe++ reuses SugarCrepe's image / caption embeddings
+    result = evaluate_sugarcrepe(enc_img, enc_txt, params.data_dir / "benchmark", batch_size=bs, cache=cache)
     verdicts = {"model": label, "verdicts": result.pop("verdicts", {})}
     pp_dir = params.data_dir / "benchmark" / "sugarcrepe_pp"
     if (pp_dir / "meta.json").is_file():
         from concrete_jungle.evaluation.sugarcrepe_pp import evaluate_sugarcrepe_pp
 
-        result["sugarcrepe_pp"] = evaluate_sugarcrepe_pp(enc_img, enc_txt, pp_dir, batch_size=bs)
+        result["sugarcrepe_pp"] = evaluate_sugarcrepe_pp(enc_img, enc_txt, pp_dir, batch_size=bs, cache=cache)
         verdicts["sugarcrepe_pp"] = result["sugarcrepe_pp"].pop("verdicts")
     # Per-item verdicts (for paired comparisons between models) go to a DVC-cached file, not the metrics JSON.
     write_json(params.data_dir / "verdicts" / f"{label}.json", verdicts)

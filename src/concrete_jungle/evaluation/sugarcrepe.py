@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -33,6 +33,7 @@ __all__ = [
     "summarize",
     "evaluate_sugarcrepe",
     "encode_items",
+    "keep_items_with_images",
 ]
 
 #: The seven subsets of the refined SugarCrepe benchmark, in the order the paper's Tab. 2 uses.
@@ -83,6 +84,25 @@ def _default_image_root(bench_dir: Path) -> Path:
     return bench_dir / "images"
 
 
+def keep_items_with_images(
+    id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], exists: dict[str, bool]
+) -> tuple[list[dict], dict[str, int]]:
+    """The ``(id, item)`` pairs whose ``root / item["filename"]`` is a file, as ``{"id", "filename", "image",
+    *text_keys}`` dicts in order, and the skip counts ``{"image_missing": n}`` (``{}`` when none). ``exists``
+    caches the file checks across subsets (updated in place)."""
+    kept, counts = [], Counter()
+    for iid, item in id_items:
+        fname = item["filename"]
+        if fname not in exists:
+            exists[fname] = (root / fname).is_file()
+        if not exists[fname]:
+            counts["image_missing"] += 1
+            continue
+        kept.append({"id": str(iid), "filename": fname, "image": str(root / fname),
+                     **{key: item[key] for key in text_keys}})
+    return kept, dict(counts)
+
+
 def load_sugarcrepe(
     bench_dir: str | os.PathLike,
     image_root: str | os.PathLike | None = None,
@@ -119,25 +139,8 @@ def load_sugarcrepe(
     skipped: dict[str, dict[str, int]] = {}
     exists: dict[str, bool] = {}
     for name in _subset_names(bench_dir, subsets):
-        kept, counts = [], Counter()
-        for iid, item in _read_subset(bench_dir / f"{name}.json").items():
-            fname = item["filename"]
-            if fname not in exists:
-                exists[fname] = (root / fname).is_file()
-            if not exists[fname]:
-                counts["image_missing"] += 1
-                continue
-            kept.append(
-                {
-                    "id": str(iid),
-                    "filename": fname,
-                    "image": str(root / fname),
-                    "caption": item["caption"],
-                    "negative_caption": item["negative_caption"],
-                }
-            )
-        items[name] = kept
-        skipped[name] = dict(counts)
+        items[name], skipped[name] = keep_items_with_images(
+            _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], exists)
     return items, skipped
 
 
@@ -298,14 +301,18 @@ def encode_items(
     encode_images: Callable[[list[Image.Image]], torch.Tensor],
     encode_texts: Callable[[list[str]], torch.Tensor],
     batch_size: int,
+    cache: dict | None = None,
 ) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Embeddings of benchmark items, each unique image and caption encoded once (``torch.no_grad``).
+    """Embeddings of benchmark items, each unique image and caption encoded once (``torch.no_grad``); with a
+    shared ``cache`` (``{("image", path) | ("text", caption): [D] tensor}``, filled here) also once across
+    benchmarks of one model (SugarCrepe and SugarCrepe++ share most images).
 
     Args:
         items: subset -> items with ``image`` (a path) and the caption fields ``text_keys``.
         skipped: the loader's skip counts (quoted in the error for an empty subset).
         text_keys: caption fields, e.g. ``("caption", "negative_caption")``.
         encode_images, encode_texts, batch_size: as in :func:`evaluate_sugarcrepe`.
+        cache: optional shared embedding cache (above); None encodes everything here.
 
     Returns:
         subset -> ``(image_emb [M, D], *caption_emb [M, D] in text_keys order)``, float32 on CPU.
@@ -317,11 +324,20 @@ def encode_items(
     empty = [name for name, kept in items.items() if not kept]
     if empty:
         raise ValueError(f"benchmark subsets with no item whose image exists: {empty} (skipped: {dict(skipped)})")
+    cache = {} if cache is None else cache
     images = sorted({it["image"] for kept in items.values() for it in kept})
     texts = sorted({it[k] for kept in items.values() for it in kept for k in text_keys})
+    new_images = [p for p in images if ("image", p) not in cache]
+    new_texts = [t for t in texts if ("text", t) not in cache]
     with torch.no_grad():
-        img_emb = _encode_batched(encode_images, images, batch_size, "images", load=load_rgb)
-        txt_emb = _encode_batched(encode_texts, texts, batch_size, "texts")
+        if new_images:
+            emb = _encode_batched(encode_images, new_images, batch_size, "images", load=load_rgb)
+            cache.update({("image", p): row for p, row in zip(new_images, emb)})
+        if new_texts:
+            emb = _encode_batched(encode_texts, new_texts, batch_size, "texts")
+            cache.update({("text", t): row for t, row in zip(new_texts, emb)})
+    img_emb = torch.stack([cache[("image", p)] for p in images])
+    txt_emb = torch.stack([cache[("text", t)] for t in texts])
     if img_emb.shape[1] != txt_emb.shape[1]:
         raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
     img_idx = {p: i for i, p in enumerate(images)}
@@ -338,6 +354,7 @@ def evaluate_sugarcrepe(
     image_root: str | os.PathLike | None = None,
     batch_size: int = 64,
     subsets: Sequence[str] | None = None,
+    cache: dict | None = None,
 ) -> dict:
     """Run SugarCrepe with the caller's encoders and summarise (paper Sec. 3, Tab. 2).
 
@@ -349,6 +366,7 @@ def evaluate_sugarcrepe(
         encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
         bench_dir, image_root, subsets: as in :func:`load_sugarcrepe`.
         batch_size: items per encoder call (>= 1).
+        cache: embeddings shared with other benchmarks of the same model (:func:`encode_items`).
 
     Returns:
         :func:`summarize`'s dict plus ``"skipped"`` (from :func:`load_sugarcrepe`), ``"image_root"``
@@ -363,7 +381,8 @@ def evaluate_sugarcrepe(
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     items, skipped = load_sugarcrepe(bench_dir, image_root=image_root, subsets=subsets)
-    emb = encode_items(items, skipped, ("caption", "negative_caption"), encode_images, encode_texts, batch_size)
+    emb = encode_items(items, skipped, ("caption", "negative_caption"), encode_images, encode_texts, batch_size,
+                       cache)
     verdicts = {name: sugarcrepe_verdicts(*emb[name]) for name in items}
     result = summarize(verdicts)
     result["skipped"] = skipped

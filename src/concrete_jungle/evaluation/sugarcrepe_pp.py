@@ -16,14 +16,19 @@ a JSON list of ``{"id", "filename", "caption", "caption2", "negative_caption"}``
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from PIL import Image
 
-from concrete_jungle.evaluation.sugarcrepe import _check_emb, _default_image_root, encode_items, summarize
+from concrete_jungle.evaluation.sugarcrepe import (
+    _check_emb,
+    _default_image_root,
+    encode_items,
+    keep_items_with_images,
+    summarize,
+)
 from concrete_jungle.io import read_json, write_json
 
 __all__ = [
@@ -91,17 +96,8 @@ def load_sugarcrepe_pp(
         path = src_dir / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"SugarCrepe++ subset {name!r} not found: {path}")
-        kept, counts = [], Counter()
-        for k, item in enumerate(_read_subset(path)):
-            fname = item["filename"]
-            if fname not in exists:
-                exists[fname] = (root / fname).is_file()
-            if not exists[fname]:
-                counts["image_missing"] += 1
-                continue
-            kept.append({"id": str(item.get("id", k)), "filename": fname, "image": str(root / fname),
-                         **{key: item[key] for key in _ITEM_KEYS[1:]}})
-        items[name], skipped[name] = kept, dict(counts)
+        id_items = ((item.get("id", k), item) for k, item in enumerate(_read_subset(path)))
+        items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], exists)
     return items, skipped
 
 
@@ -172,6 +168,7 @@ def evaluate_sugarcrepe_pp(
     bench_dir: str | os.PathLike,
     image_root: str | os.PathLike | None = None,
     batch_size: int = 64,
+    cache: dict | None = None,
 ) -> dict:
     """Run SugarCrepe++ (ITT and TOT) with the caller's encoders; every unique image / caption encoded once.
 
@@ -180,6 +177,8 @@ def evaluate_sugarcrepe_pp(
         encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
         bench_dir, image_root: as in :func:`load_sugarcrepe_pp`.
         batch_size: inputs per encoder call (>= 1).
+        cache: embeddings shared with SugarCrepe for the same model (:func:`~concrete_jungle.evaluation.
+            sugarcrepe.encode_items`).
 
     Returns:
         ``{"itt": summary, "tot": summary, "skipped": {...}, "verdicts": {"itt": {subset: {id: bool}},
@@ -193,7 +192,7 @@ def evaluate_sugarcrepe_pp(
     if int(batch_size) < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     items, skipped = load_sugarcrepe_pp(bench_dir, image_root=image_root)
-    emb = encode_items(items, skipped, _ITEM_KEYS[1:], encode_images, encode_texts, batch_size)
+    emb = encode_items(items, skipped, _ITEM_KEYS[1:], encode_images, encode_texts, batch_size, cache)
     per_task: dict[str, dict[str, torch.Tensor]] = {"itt": {}, "tot": {}}
     for name in items:
         v = sugarcrepe_pp_verdicts(*emb[name])
