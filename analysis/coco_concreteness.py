@@ -59,7 +59,8 @@ def _acceptance(stats: dict) -> dict:
             "tokenize_equal_dropped": skipped.get("tokenize_equal", 0)}
 
 
-def run(captions_json: str | Path, params_path: str | Path = "params.yaml", max_anchors: int | None = None,
+def run(captions_json: str | Path, params_path: str | Path = "pipelines/real/params.yaml",
+        max_anchors: int | None = None,
         metrics_path: str | Path = "metrics/real/concreteness_coco_val2017.json",
         examples_path: str | Path = "reports/real/coco_val2017_rewrites.md") -> dict:
     """Run the text side of ConcretePlant on COCO captions and write the metrics and example files.
@@ -67,8 +68,8 @@ def run(captions_json: str | Path, params_path: str | Path = "params.yaml", max_
     Raises:
         FileNotFoundError: if ``captions_json`` does not exist.
     """
-    params = load_params(params_path, overrides={"profile": "real", "profiles": {"real": {"concreteplant": {
-        "image_negatives": "none", "max_anchors": max_anchors}}}})
+    params = load_params(params_path, overrides={"concreteplant": {"image_negatives": "none",
+                                                                    "max_anchors": max_anchors}})
     records = coco_anchor_records(captions_json)
     result = {"captions": str(captions_json), "n_anchors": min(len(records), max_anchors or len(records)),
               "rewriter": params.concreteplant.rewriter.backend, "datasets": {}}
@@ -109,7 +110,7 @@ def _write_examples(batches: dict[str, list[dict]], path: str | Path, seed: int,
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--captions", default="../shared/data/coco/annotations/captions_val2017.json")
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--params", default="pipelines/real/params.yaml")
     ap.add_argument("--max-anchors", type=int, default=None)
     args = ap.parse_args()
     import json

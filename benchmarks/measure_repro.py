@@ -2,7 +2,8 @@
 
 Runs the given command (default ``dvc repro``) and samples, every 0.25 s, the resident memory of its whole process
 tree (DVC plus the stage it is running): the peak of the sum is what the machine must hold. Also records the
-largest single process. Writes ``benchmarks/results/<name>.json``.
+largest single process, and the wall time of each stage (every ``python stages/...`` command seen in the tree, from
+first to last sample), so the slowest stage is visible. Writes ``benchmarks/results/<name>.json``.
 
     python benchmarks/measure_repro.py --name dvc_repro_world -- dvc repro -f
 """
@@ -21,16 +22,23 @@ from pathlib import Path
 import psutil
 
 
-def _tree_rss(proc: psutil.Process) -> tuple[int, int, str]:
+def _tree_rss(proc: psutil.Process, stages: dict[str, list[float]]) -> tuple[int, int, str]:
+    """Summed and largest resident memory of the tree (bytes); updates ``stages`` (stage command -> [first seen,
+    last seen] in seconds since the epoch)."""
     total = peak = 0
     who = ""
+    now = time.time()
     for p in [proc, *proc.children(recursive=True)]:
         try:
             rss = p.memory_info().rss
-            if rss > peak:
-                peak, who = rss, " ".join(p.cmdline())
+            cmd = " ".join(p.cmdline())
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
+        if rss > peak:
+            peak, who = rss, cmd
+        if "stages/" in cmd and "python" in cmd:
+            key = cmd[cmd.index("stages/"):]
+            stages.setdefault(key, [now, now])[1] = now
         total += rss
     return total, peak, who
 
@@ -46,8 +54,9 @@ def main(argv=None) -> dict:
     proc = psutil.Process(child.pid)
     peak_total = peak_single = 0
     peak_who = ""
+    stages: dict[str, list[float]] = {}
     while child.poll() is None:
-        total, single, who = _tree_rss(proc)
+        total, single, who = _tree_rss(proc, stages)
         peak_total = max(peak_total, total)
         if single > peak_single:
             peak_single, peak_who = single, who
@@ -60,6 +69,8 @@ def main(argv=None) -> dict:
         "peak_tree_rss_gib": round(peak_total / 2**30, 2),
         "peak_single_process_rss_gib": round(peak_single / 2**30, 2),
         "peak_single_process": peak_who,
+        "stage_wall_s": {k: round(b - a, 1) for k, (a, b) in sorted(stages.items(), key=lambda kv: kv[1][0])},
+        "slowest_stage": max(stages, key=lambda k: stages[k][1] - stages[k][0]) if stages else None,
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "python": sys.version.split()[0],

@@ -41,7 +41,8 @@ import torch
 from open_clip.loss import ClipLoss
 
 from concrete_jungle.losses import CementLoss, MarginConfig
-from concrete_jungle.models import ModelSpec, build_model
+from concrete_jungle.models.build import build_model
+from concrete_jungle.params import ModelSpec
 from concrete_jungle.training import _param_groups, cosine_lr, train_step
 
 RESULT = Path(__file__).resolve().parent / "results" / "train_step.json"

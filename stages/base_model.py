@@ -1,6 +1,39 @@
-"""DVC stage `base_model`: the starting model, trained contrastively on the corpus anchors alone."""
+"""DVC stage `base_model`: the starting model, trained contrastively (open_clip ClipLoss, N x N) on the corpus
+anchors alone, or saved as built (``base_model.train: false``, e.g. the paper's openai ViT-B-32).
 
-from concrete_jungle.experiment import train_base_model, run_stage
+Writes ``models/<profile>/base/checkpoint.pt`` and dvclive logs in ``metrics/<profile>/train/base``.
+"""
+
+from concrete_jungle.cli import run_stage
+from concrete_jungle.io import read_jsonl, write_metrics
+from concrete_jungle.params import Params
+
+
+def train_base_model(params: Params) -> dict:
+    """Build the model of ``base_model.model`` with a seeded init (a re-run writes the same weights) and train it
+    unless ``base_model.train`` is false. A killed run resumes from ``models/<profile>/resume/base``."""
+    from open_clip.loss import ClipLoss
+
+    from concrete_jungle.models.build import build_model
+    from concrete_jungle.models.checkpoints import save_checkpoint
+    from concrete_jungle.training import AnchorDataset, train_contrastive
+
+    bp = params.base_model
+    bundle = build_model(bp.model, seed=params.seed)
+    ckpt = params.models_dir / "base" / "checkpoint.pt"
+    live_dir = params.metrics_dir / "train" / "base"
+    if not bp.train:
+        save_checkpoint(ckpt, bundle, params=params.model_dump(), step=0)
+        write_metrics(live_dir / "metrics.json", {"steps": 0})
+        return {"steps": 0}
+    records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+    preprocess = bundle.preprocess_train if bp.augment else bundle.preprocess_val
+    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed,
+                       cache=not bp.augment)
+    return train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir, checkpoint_path=ckpt,
+                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False,
+                             state_path=params.resume_state("base"), keep_state=False)
+
 
 if __name__ == "__main__":
     run_stage(__doc__, train_base_model)

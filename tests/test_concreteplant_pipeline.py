@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from concrete_jungle.concreteplant.pipeline import FAULT_ENV, run_concreteplant, shard_plan, tokenize_equal
-from concrete_jungle.corpus.scene_world import generate_corpus
+from concrete_jungle.corpus.scene_world.corpus import generate_corpus
 from concrete_jungle.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,11 +57,15 @@ def test_shard_plan():
 
 
 def test_fingerprint_covers_the_scene_world_code():
-    # scene_world.py gives the world vocabulary, scene edits and rendering: a change to it must not reuse shards
+    # the scene_world package gives the world vocabulary, scene edits and rendering: a change to any of its
+    # modules must not reuse shards
     from concrete_jungle.concreteplant import pipeline
     from concrete_jungle.corpus import scene_world
 
-    assert Path(scene_world.__file__).resolve() in {p.resolve() for p in pipeline._CODE}
+    package = sorted(p.resolve() for p in Path(scene_world.__file__).parent.glob("*.py"))
+    assert {"graph.py", "render.py", "captions.py"} <= {p.name for p in package}
+    assert set(package) <= {p.resolve() for p in pipeline._CODE}
+    assert all(p.is_file() for p in pipeline._CODE)
 
 
 def test_tokenize_equal_pairs():

@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from analysis.dataset_stats import PAPER_TABLE1, plot_concreteness_histogram, table1_markdown
 from concrete_jungle.evaluation import dataset_stats as DS
 from concrete_jungle.io import read_json, write_metrics
-from concrete_jungle.models import ModelBundle, ModelSpec
+from concrete_jungle.models.build import ModelBundle
+from concrete_jungle.params import ModelSpec
 
 S2, S5 = math.sqrt(2.0), math.sqrt(5.0)
 # colours (R, G, 0) proportional to the vectors A, B, C, D
@@ -435,7 +436,7 @@ def test_real_coco_smoke(shared_data, tmp_path):
     pairs = [p for p in pairs if (shared_data / "coco" / p["image"]).is_file()]
     if len(pairs) < 7:
         pytest.skip("fewer than 7 COCO images of coco_pairs.jsonl are present")
-    from concrete_jungle.models import build_model, default_spec
+    from concrete_jungle.models.build import build_model, default_spec
 
     def longest(p):
         return max(p["captions"], key=lambda c: (len(c.split()), len(c)))

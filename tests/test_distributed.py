@@ -134,6 +134,13 @@ def test_local_rows_loss_by_hand():
     with pytest.raises(ValueError, match="use 'global'"):
         local_rows_loss(NegCLIPLoss(), img[:1], txt[:1], img, txt, 1.0, torch.tensor([0]), hard_negatives=True)
 
+    class OwnMaths(type(loss_fn)):  # a variant with its own loss maths is not what local_rows_loss re-implements
+        def _contrastive(self, *args, **kwargs):
+            return super()._contrastive(*args, **kwargs)
+
+    with pytest.raises(ValueError, match="use 'global'"):
+        local_rows_loss(OwnMaths(MARGIN), img[:1], txt[:1], img, txt, 1.0, torch.tensor([0]), hard_negatives=True)
+
 
 @pytest.mark.parametrize("name", ["infonce", "cement", "static_margin", "inverse_margin", "clip"])
 def test_local_rows_average_to_the_global_loss_and_gradients(name):
@@ -299,8 +306,9 @@ def _records(folder) -> list[dict]:
 
 
 def _train(out_dir: str, records: list[dict], mode: str) -> dict:
-    from concrete_jungle.models import ModelSpec, build_model, save_checkpoint
-    from concrete_jungle.params import LoopParams
+    from concrete_jungle.models.build import build_model
+    from concrete_jungle.models.checkpoints import save_checkpoint
+    from concrete_jungle.params import LoopParams, ModelSpec
     from concrete_jungle.training import ConcreteBatchDataset, train_contrastive
 
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
@@ -324,7 +332,7 @@ def _train_worker(rank: int, port: int, out_dir: str, records: list[dict]) -> No
 
 @pytest.mark.slow
 def test_train_contrastive_on_two_ranks_matches_one_process(tmp_path):
-    from concrete_jungle.models import read_checkpoint
+    from concrete_jungle.models.checkpoints import read_checkpoint
     from concrete_jungle.training import read_training_state
 
     (tmp_path / "img").mkdir()

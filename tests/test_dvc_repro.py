@@ -1,4 +1,5 @@
-"""End to end: `dvc repro` on a shrunken copy of the real params (tiny world, one short epoch) in a temp dir."""
+"""End to end: `dvc repro` of the world pipeline on a shrunken copy of the committed params (tiny world, one short
+epoch) in a temp clone; then what each kind of edit makes stale, and byte-identical outputs in another folder."""
 
 import json
 import os
@@ -40,16 +41,28 @@ def _copy_repo(dst: Path) -> None:
                            capture_output=True, text=True, check=True).stdout.split("\n")
     for rel in filter(None, files):
         src = REPO / rel
-        if not src.is_file() or rel.startswith(("metrics/", "reports/", "dvc.lock")):
+        if not src.is_file() or rel.startswith(("metrics/", "reports/")) or rel.endswith("dvc.lock"):
             continue
         (dst / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dst / rel)
 
 
-def _run(cmd, cwd, env):
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+def _env():
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.update(GIT_AUTHOR_NAME="ci", GIT_AUTHOR_EMAIL="ci@example.invalid", GIT_COMMITTER_NAME="ci",
+               GIT_COMMITTER_EMAIL="ci@example.invalid")
+    return env
+
+
+def _run(cmd, cwd, env=None):
+    proc = subprocess.run(cmd, cwd=cwd, env=env or _env(), capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc.stdout + proc.stderr
+
+
+def _stale(work: Path) -> set[str]:
+    """Stages of the world pipeline whose code, data or params differ from the lock."""
+    return set(json.loads(_run(["dvc", "status", "--json", "dvc.yaml"], work) or "{}"))
 
 
 @pytest.mark.slow
@@ -57,16 +70,13 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     work = tmp_path / "repo"
     work.mkdir()
     _copy_repo(work)
-    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params = yaml.safe_load((work / "params.yaml").read_text())
     (work / "params.yaml").write_text(yaml.safe_dump(_deep_update(params, SHRINK), sort_keys=False))
     load_params(work / "params.yaml")  # the shrunken config is still valid
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.update(GIT_AUTHOR_NAME="ci", GIT_AUTHOR_EMAIL="ci@example.invalid", GIT_COMMITTER_NAME="ci",
-               GIT_COMMITTER_EMAIL="ci@example.invalid")
-    _run(["git", "init", "-q"], work, env)
-    _run(["git", "add", "-A"], work, env)
-    _run(["git", "commit", "-q", "-m", "shrunken copy"], work, env)
-    _run(["dvc", "repro"], work, env)
+    _run(["git", "init", "-q"], work)
+    _run(["git", "add", "-A"], work)
+    _run(["git", "commit", "-q", "-m", "shrunken copy"], work)
+    _run(["dvc", "repro"], work)
 
     t = params["train"]
     labels = ["base", *t["baselines"]] + [f"{d}-{loss}" for d in t["datasets"]
@@ -90,14 +100,51 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     for d in params["concreteplant"]["datasets"]:
         ds = json.loads((work / f"metrics/world/dataset_stats/{d}.json").read_text())
         assert 1.0 <= ds["mean_c"] <= 5.0
-    again = _run(["dvc", "repro"], work, env)
+    again = _run(["dvc", "repro"], work)
     assert "up to date" in again.lower(), again
+    assert not list(work.rglob("pipelines/*/dvc.lock")), "a bare dvc repro ran another profile's pipeline"
+    _run(["git", "add", "-A"], work)
+    _run(["git", "commit", "-q", "-m", "world run"], work)
 
-    # a margin-only change (what `dvc exp run -S margin.tau=0.3` writes) touches only margin-based stages
+    # the lineage check passes on the fresh lock (the spec of the shrunken params is the committed one)
+    _run([sys.executable, "-m", "concrete_jungle.lineage", "check", "--repo", str(work)], work)
+
+    # 1. another profile's params: nothing of the world pipeline is stale
+    real = yaml.safe_load((work / "pipelines/real/params.yaml").read_text())
+    real["train"]["lr"] = 1e-3
+    (work / "pipelines/real/params.yaml").write_text(yaml.safe_dump(real, sort_keys=False))
+    assert _stale(work) == set()
+
+    # 2. margin.tau (what `dvc exp run -S margin.tau=0.3` writes): only the margin trainings and the ratio study
     changed = yaml.safe_load((work / "params.yaml").read_text())
     changed["margin"]["tau"] = 0.3
     (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-    proc = subprocess.run(["dvc", "status", "--json"], cwd=work, env=env, capture_output=True, text=True, check=True)
-    status = json.loads(proc.stdout)
-    expected = {f"train_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
-    assert set(status) == expected | {"gradient_ratio"}, status
+    margin_runs = {f"train_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
+    assert _stale(work) == margin_runs | {"gradient_ratio"}
+    _run(["git", "checkout", "--", "params.yaml", "pipelines/real/params.yaml"], work)
+
+    # 3. an evaluation module: only the stages that run it (benchmark preparation and scoring)
+    module = work / "src/concrete_jungle/evaluation/sugarcrepe_pp.py"
+    module.write_text(module.read_text() + "\n# an edit\n")
+    evaluations = {"evaluate_base", *(f"evaluate_baseline@{b}" for b in t["baselines"])} | {
+        f"evaluate@{d}-{loss}" for d in t["datasets"] for loss in t["losses"]} | {
+        f"evaluate_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
+    assert _stale(work) == evaluations | {"benchmark"}
+    ran = _run(["dvc", "repro"], work)
+    ran_stages = {line.split("'")[1] for line in ran.splitlines() if line.startswith("Running stage")}
+    assert ran_stages == evaluations | {"benchmark"}, ran  # same outputs: the report is not re-run
+    _run(["git", "checkout", "--", "src/concrete_jungle/evaluation/sugarcrepe_pp.py"], work)
+    _run(["dvc", "repro"], work)
+
+    # 4. byte-identical outputs wherever the clone lives: re-make corpus and base model in another folder
+    other = tmp_path / "elsewhere" / "clone"
+    shutil.copytree(work, other, symlinks=True)
+
+    def outs(repo: Path) -> dict:
+        lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+        return {name: [(o["path"], o["md5"]) for o in lock[name]["outs"]] for name in ("corpus", "base_model")}
+
+    before = outs(other)
+    _run(["dvc", "repro", "-f", "-s", "corpus"], other)
+    _run(["dvc", "repro", "-f", "-s", "base_model"], other)
+    assert outs(other) == before

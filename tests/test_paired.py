@@ -49,7 +49,7 @@ def test_paired_table_rows():
 def test_comparison_pairs_of_the_committed_grid():
     from pathlib import Path
 
-    from concrete_jungle.experiment import comparison_pairs
+    from concrete_jungle.grid import comparison_pairs
     from concrete_jungle.params import load_params
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml",

@@ -1,26 +1,60 @@
-"""params.yaml is validated into typed config; bad values fail at start-up naming the key."""
+"""Each profile's params file is validated into typed config; bad or missing values fail at start-up naming the key."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from concrete_jungle.params import ParamsError, load_params
 
-PARAMS = Path(__file__).resolve().parents[1] / "params.yaml"
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = REPO / "params.yaml"
+REAL = REPO / "pipelines" / "real" / "params.yaml"
+PAPER = REPO / "pipelines" / "paper" / "params.yaml"
 
 
-def test_committed_params_resolve_for_every_profile():
-    world = load_params(PARAMS, overrides={"profile": "world"})
+def test_committed_params_of_every_profile():
+    world = load_params(PARAMS)
     assert world.profile == "world"
     assert world.base_model.model.kind == "world"
     assert world.margin.to_config().tau == 0.15
-    real = load_params(PARAMS, overrides={"profile": "real"})
+    real = load_params(REAL)
     assert real.corpus.source == "coco"
     assert real.base_model.model.kind == "lit"
     assert real.benchmark.source == "sugarcrepe"
     assert str(real.data_dir) == "data/real"
-    # overrides leave what they do not name: the margin is the paper's in both profiles
-    assert (real.margin.m_min, real.margin.m_max, real.margin.c_tilde) == (-2.0, 2.0, 4.0)
+    assert (real.margin.m_min, real.margin.m_max, real.margin.c_tilde) == (-2.0, 2.0, 4.0)  # Sec. 3.1
+    paper = load_params(PAPER)
+    assert (paper.base_model.model.name, paper.base_model.model.pretrained) == ("ViT-B-32-quickgelu", "openai")
+    assert paper.train.batch_size == 1024
+
+
+@pytest.mark.parametrize("path", [PARAMS, REAL, PAPER], ids=["world", "real", "paper"])
+def test_params_files_are_complete(path):
+    """Every key a stage reads is written in the file, so DVC tracks it by name and `-S` edits an existing key."""
+    raw = yaml.safe_load(path.read_text())
+    assert load_params(path).model_dump(mode="json") == raw
+
+
+def test_missing_required_key_is_named(tmp_path):
+    raw = yaml.safe_load(PARAMS.read_text())
+    del raw["base_model"]
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match=r"base_model: missing required key"):
+        load_params(bad)
+
+
+def test_loading_params_imports_no_heavy_library():
+    code = ("import sys, time; t = time.perf_counter(); from concrete_jungle.params import load_params; "
+            f"load_params({str(PARAMS)!r}); dt = time.perf_counter() - t; "
+            "heavy = sorted({'torch', 'open_clip', 'sklearn', 'transformers', 'timm'} & set(sys.modules)); "
+            "print(heavy, dt)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "[]", out
+    assert float(out[1]) < 1.0
 
 
 @pytest.mark.parametrize(
@@ -32,28 +66,27 @@ def test_committed_params_resolve_for_every_profile():
         ({"train": {"batch_size": 1}}, "train.batch_size"),
         ({"train": {"losses": ["triplet"]}}, "train.losses"),
         ({"concreteplant": {"top_k": 0}}, "concreteplant.top_k"),
-        ({"profile": "nope"}, "profile"),
+        ({"profile": "No Such/Folder"}, "profile"),
         ({"margin": {"m_max": float("inf")}}, "margin.m_max"),
         ({"train": {"lr": float("nan")}}, "train.lr"),
         ({"train": {"datasets": []}}, "train.datasets"),
         ({"concreteplant": {"datasets": ["hc"]}}, "train.datasets"),
-        ({"profiles": {"real": {"train": {"lr": "slow"}}}}, "train.lr"),  # a profile not selected is checked too
     ],
 )
 def test_bad_values_name_the_key(override, key):
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
-        load_params(PARAMS, overrides={"profile": "world", **override})
+        load_params(PARAMS, overrides=override)
 
 
 def test_values_written_as_strings_by_exp_run_are_typed():
-    p = load_params(PARAMS, overrides={"profile": "world", "margin": {"tau": "0.3"}, "train": {"max_steps": "7"}})
+    p = load_params(PARAMS, overrides={"margin": {"tau": "0.3"}, "train": {"max_steps": "7"}})
     assert p.margin.tau == 0.3 and isinstance(p.margin.tau, float)
     assert p.train.max_steps == 7 and isinstance(p.train.max_steps, int)
 
 
 def test_scene_negatives_need_the_scene_world():
     with pytest.raises(ParamsError, match="scene_world"):
-        load_params(PARAMS, overrides={"profile": "real", "concreteplant": {"image_negatives": "scene"}})
+        load_params(REAL, overrides={"concreteplant": {"image_negatives": "scene"}})
 
 
 def test_context_length_must_fit_the_model():
@@ -95,15 +128,13 @@ def test_training_grid_names_match_the_loss_registry():
 )
 def test_grid_and_generation_params_name_the_key(override, key):
     with pytest.raises(ParamsError, match=key.replace(".", r"\.")):
-        load_params(PARAMS, overrides={"profile": "world", **override})
+        load_params(PARAMS, overrides=override)
 
 
 def test_margin_only_change_reruns_only_margin_stages():
-    """`dvc exp run -S margin.tau=0.3` must re-run only margin-based trainings: only their stages track `margin`."""
-    import yaml
-
-    stages = yaml.safe_load((PARAMS.parent / "dvc.yaml").read_text())["stages"]
-    with_margin = sorted(name for name, st in stages.items()
-                         if "margin" in (st.get("do", st).get("params") or []))
-    assert with_margin == ["gradient_ratio", "train_margin"]
+    """`dvc exp run -S margin.tau=0.3` must re-run only margin-based trainings: only their stages track margin keys."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    with_tau = sorted(name for name, st in stages.items() if "margin.tau" in (st.get("do", st).get("params") or []))
+    assert with_tau == ["gradient_ratio", "train_margin"]
     assert "${train.margin_losses}" in stages["train_margin"]["matrix"]["loss"]
+    assert "train.lr" in stages["train"]["params"] and "train.losses" not in stages["train"]["params"]

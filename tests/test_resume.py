@@ -3,10 +3,12 @@ in a subprocess) and started again ends with the weights and dvclive curves of a
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -20,8 +22,9 @@ import torch
 from PIL import Image
 
 from concrete_jungle.losses import CementLoss, MarginConfig
-from concrete_jungle.models import ModelSpec, build_model, read_checkpoint, save_checkpoint
-from concrete_jungle.params import LoopParams
+from concrete_jungle.models.build import build_model
+from concrete_jungle.models.checkpoints import read_checkpoint, save_checkpoint
+from concrete_jungle.params import LoopParams, ModelSpec
 from concrete_jungle.training import (
     capture_rng_state,
     read_training_state,
@@ -182,6 +185,21 @@ def test_keep_state_false_removes_it_after_the_final_checkpoint(reference, tmp_p
     assert read_checkpoint(tmp_path / "model" / "checkpoint.pt")["complete"] is True
 
 
+def test_a_second_run_on_a_locked_resume_folder_fails_before_training(tmp_path):
+    records = make_records(tmp_path / "images", n=2)  # one step an epoch
+    lock = tmp_path / "resume" / ".lock"
+    lock.parent.mkdir()
+    with open(lock, "w") as held:  # another run of the stage holds the folder
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RuntimeError, match=f"^another run holds {re.escape(str(lock))}: "):
+            run(tmp_path, records, state_path=tmp_path / "resume" / "state.pt")
+    assert not (tmp_path / "live").exists() and not (tmp_path / "model").exists()  # nothing was trained or logged
+    done = run(tmp_path, records, state_path=tmp_path / "resume" / "state.pt")  # released: the run proceeds
+    assert done["steps"] == 2 and done["steps_seen"] == [1, 2]
+    with open(lock) as fh:  # and the run let go of the lock when it ended
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
 # ------------------------------------------------------------------------------------------------ SIGKILL
 SCRIPT = textwrap.dedent("""
     import json, os, signal, sys
@@ -189,7 +207,9 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from test_resume import LOOP, make_loop
     from concrete_jungle.losses import CementLoss, MarginConfig
-    from concrete_jungle.models import ModelSpec, build_model, save_checkpoint
+    from concrete_jungle.models.build import build_model
+    from concrete_jungle.models.checkpoints import save_checkpoint
+    from concrete_jungle.params import ModelSpec
     from concrete_jungle.training import ConcreteBatchDataset, train_contrastive
 
     out, kill_after = Path(sys.argv[1]), int(sys.argv[2])

@@ -1,4 +1,4 @@
-"""Tests of the embedded scene world (src/concrete_jungle/corpus/scene_world.py)."""
+"""Tests of the embedded scene world (the package src/concrete_jungle/corpus/scene_world/)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,31 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from concrete_jungle.corpus import scene_world as sw
-from concrete_jungle.corpus.scene_world import (
-    SUGARCREPE_SUBSETS,
+from concrete_jungle.corpus.scene_world.benchmark import SUGARCREPE_SUBSETS, generate_benchmark
+from concrete_jungle.corpus.scene_world.captions import (
     WORD_CONCRETENESS,
     CaptionSpec,
     Mention,
-    Scene,
-    WorldConfig,
-    WorldObject,
     caption_holds,
-    edit_scene,
-    generate_benchmark,
-    generate_corpus,
     parse_caption,
     realize_caption,
-    relation_between,
-    render_scene,
-    scene_signature,
+    scene_captions,
     select_anchor,
     spec_holds,
+)
+from concrete_jungle.corpus.scene_world.corpus import generate_corpus
+from concrete_jungle.corpus.scene_world.graph import (
+    Scene,
+    WorldObject,
+    edit_scene,
+    relation_between,
+    relation_holds,
+    sample_scene,
+    scene_signature,
     world_vocabulary,
 )
+from concrete_jungle.corpus.scene_world.render import render_scene
+from concrete_jungle.params import WorldConfig
 
 CFG = WorldConfig()
 
@@ -65,6 +68,24 @@ def test_config_validation_names_the_problem():
         WorldConfig(materials=["striped", "dotted", "wooden"])
     with pytest.raises(ValidationError, match="fewer cells"):
         WorldConfig(grid_rows=1, grid_cols=2, max_objects=3)
+
+
+# ---------------------------------------------------------------- package layout
+def test_submodules_import_only_what_they_need():
+    import subprocess
+    import sys
+
+    code = ("import sys, concrete_jungle.corpus.scene_world.graph as g; "
+            "print(sorted(m for m in sys.modules if m.startswith(('concrete_jungle.corpus', 'PIL', 'tqdm'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["concrete_jungle.corpus", "concrete_jungle.corpus.scene_world",
+                         "concrete_jungle.corpus.scene_world.graph"]
+    import types
+
+    import concrete_jungle.corpus.scene_world as package
+
+    names = [k for k, v in vars(package).items() if not k.startswith("__") and not isinstance(v, types.ModuleType)]
+    assert names == [], "the package re-exports nothing (import from its submodules)"
 
 
 # ---------------------------------------------------------------- concreteness
@@ -161,7 +182,7 @@ def test_caption_slots_cut_the_expected_words():
 def test_scene_captions_are_true_and_anchor_is_longest():
     rng = np.random.default_rng(3)
     s = three_object_scene()
-    caps = sw.scene_captions(s, rng, WorldConfig(distractor_prob=0.0))
+    caps = scene_captions(s, rng, WorldConfig(distractor_prob=0.0))
     texts = [c.text for c in caps]
     assert len(texts) == 5 and len(set(texts)) == 5
     anchor = texts[select_anchor(texts)]
@@ -266,10 +287,22 @@ def test_generate_corpus_records_and_determinism(tmp_path):
             word = r["anchor"][slot["start"]:slot["end"]]
             if slot["kind"] == "relation":
                 i, j = slot["object"]
-                assert sw.relation_holds(word, scene.objects[i].cell, scene.objects[j].cell, strict=True)
+                assert relation_holds(word, scene.objects[i].cell, scene.objects[j].cell, strict=True)
             else:
                 assert getattr(scene.objects[slot["object"]], slot["kind"]) == word
         json.dumps(r, allow_nan=False)
+
+
+def test_generate_corpus_process_pool_matches_serial(tmp_path):
+    # 256 scenes and 2 workers take the ProcessPoolExecutor path; per-scene seed streams make it identical
+    pool = generate_corpus(CFG, 256, tmp_path / "pool", seed=11, workers=2)
+    serial = generate_corpus(CFG, 256, tmp_path / "serial", seed=11, workers=1)
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "image"} for r in recs]  # noqa: E731
+    assert strip(pool) == strip(serial)
+    for r in pool[::17]:
+        name = f"{r['id']}.png"
+        pool_png, serial_png = (tmp_path / d / "images" / name for d in ("pool", "serial"))
+        assert pool_png.read_bytes() == serial_png.read_bytes()
 
 
 def test_corpus_captions_parse_as_english():
@@ -281,7 +314,7 @@ def test_corpus_captions_parse_as_english():
     rng = np.random.default_rng(0)
     caps = []
     for _ in range(60):
-        caps += sw.scene_captions(sw.sample_scene(rng, CFG), rng, CFG)
+        caps += scene_captions(sample_scene(rng, CFG), rng, CFG)
     tags = {"colour": [], "size": [], "shape": [], "relation": []}
     for cap, doc in zip(caps, nlp.pipe([c.text for c in caps])):
         by_start = {t.idx: t for t in doc}

@@ -8,8 +8,9 @@ import torch
 from PIL import Image
 
 from concrete_jungle.losses import CementLoss, MarginConfig, build_loss
-from concrete_jungle.models import ModelSpec, build_model, load_model, read_checkpoint, save_checkpoint
-from concrete_jungle.params import LoopParams
+from concrete_jungle.models.build import build_model
+from concrete_jungle.models.checkpoints import load_model, read_checkpoint, save_checkpoint
+from concrete_jungle.params import LoopParams, ModelSpec
 from concrete_jungle.training import (
     LOGIT_SCALE_MAX,
     AnchorDataset,

@@ -242,16 +242,17 @@ def gather_global_batch(
 
 
 def _supports_local(loss_fn: Callable, hard_negatives: bool) -> bool:
+    """True when ``loss_fn``'s maths is what :func:`local_rows_loss` re-implements row by row."""
     from concrete_jungle import losses
 
-    if hard_negatives:
-        return isinstance(loss_fn, losses.HardNegativeContrastiveLoss) and \
-            type(loss_fn).forward is losses.HardNegativeContrastiveLoss.forward
-    plain = {losses.ClipLoss.forward}
-    if hasattr(losses, "ClipFineTuneLoss"):  # the "clip" baseline: ClipLoss with the uniform call
-        plain.add(losses.ClipFineTuneLoss.forward)
-    return isinstance(loss_fn, losses.ClipLoss) and type(loss_fn).forward in plain \
-        and getattr(loss_fn, "world_size", 1) == 1 and not getattr(loss_fn, "local_loss", False)
+    def unchanged(base: type, *methods: str) -> bool:  # an instance of ``base`` that overrides none of ``methods``
+        return isinstance(loss_fn, base) and all(getattr(type(loss_fn), m) is getattr(base, m) for m in methods)
+
+    if hard_negatives:  # the 2N x 2N layout (NegCLIP's, without hard-negative images, is not re-implemented here)
+        return unchanged(losses.HardNegativeContrastiveLoss, "forward", "_loss", "_contrastive") and \
+            loss_fn.needs_hard_negative_images
+    plain = unchanged(losses.ClipLoss, "forward") or unchanged(losses.ClipFineTuneLoss, "forward", "_loss")
+    return plain and getattr(loss_fn, "world_size", 1) == 1 and not getattr(loss_fn, "local_loss", False)
 
 
 def local_rows_loss(
@@ -276,9 +277,10 @@ def local_rows_loss(
     loss. Without hard negatives it is open_clip's ClipLoss restricted to the rows.
 
     Args:
-        loss_fn: a ``HardNegativeContrastiveLoss`` that does not override ``forward`` (InfoNCE, Cement, static /
-            inverse margin: its ``margins(c, N, device)`` gives m^_i in logit units, None = no margin), or open_clip
-            ``ClipLoss`` / ``ClipFineTuneLoss`` (single-process settings) for pairs. NegCLIP (own layout) is refused.
+        loss_fn: a 2N x 2N ``HardNegativeContrastiveLoss`` that supplies only its margin, not its own loss maths
+            (InfoNCE, Cement, static / inverse margin: its ``margins(c, N, device)`` gives m^_i in logit units, None
+            = no margin; the offsets come from ``losses.hard_negative_offsets``), or open_clip ``ClipLoss`` /
+            ``ClipFineTuneLoss`` (single-process settings) for pairs. NegCLIP (anchor images only) is refused.
         image_rows / text_rows: ``[R, D]`` L2-normalised features of the rows (normally this rank's own features).
         image_all / text_all: ``[2N, D]`` (``[N, D]`` for pairs) gathered features, global layout.
         logit_scale: exponentiated logit scale (multiplier of cosines, <= 100).
@@ -293,10 +295,12 @@ def local_rows_loss(
     Raises:
         ValueError: ``loss_fn`` is not one of the supported classes, or shapes disagree.
     """
+    from concrete_jungle import losses
+
     if not _supports_local(loss_fn, hard_negatives):
         raise ValueError(
             f"distributed_loss 'local' re-implements the rows of HardNegativeContrastiveLoss (hard negatives) or "
-            f"ClipLoss (pairs); {type(loss_fn).__name__} is not one of them or overrides forward: use 'global'")
+            f"ClipLoss (pairs); {type(loss_fn).__name__} is not one of them or overrides their loss: use 'global'")
     if image_rows.shape != text_rows.shape or image_all.shape != text_all.shape:
         raise ValueError(f"feature shapes differ: rows {tuple(image_rows.shape)}/{tuple(text_rows.shape)}, "
                          f"all {tuple(image_all.shape)}/{tuple(text_all.shape)}")
@@ -311,19 +315,14 @@ def local_rows_loss(
         if two_n % 2:
             raise ValueError(f"hard-negative batch must have an even number of rows (2N), got {two_n}")
         n = two_n // 2
-        add = torch.zeros(rows.shape[0], device=device, dtype=li.dtype)
-        margin = loss_fn.margins(concreteness_all, n, device)
-        if margin is not None:
-            add = add + margin.to(li.dtype)[rows % n]
         if valid_all is not None:
             if valid_all.shape != (n,):
                 raise ValueError(f"valid_all must have shape ({n},), got {tuple(valid_all.shape)}")
-            add = add.masked_fill(~valid_all.to(device=device, dtype=torch.bool)[rows % n], float("-inf"))
-        if margin is not None or valid_all is not None:
-            cols = (rows + n) % two_n
-            delta = torch.zeros_like(li)
-            delta[torch.arange(rows.shape[0], device=device), cols] = add
-            li, lt = li + delta, lt + delta
+            valid_all = valid_all.to(device=device, dtype=torch.bool)
+        add = losses.hard_negative_offsets(loss_fn.margins(concreteness_all, n, device), valid_all, rows % n, li.dtype)
+        if add is not None:  # the entries HardNegativeContrastiveLoss changes, at the global hard-negative columns
+            at = (torch.arange(rows.shape[0], device=device), (rows + n) % two_n)
+            li, lt = li.index_put(at, add, accumulate=True), lt.index_put(at, add, accumulate=True)
     return (F.cross_entropy(li, rows) + F.cross_entropy(lt, rows)) / 2
 
 

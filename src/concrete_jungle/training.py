@@ -17,7 +17,7 @@ p_{i,i'} / (1 - p_{i,i}) (``train/gradient_ratio``), the easy-negative share, th
 With several processes the logged values are those of the whole global batch.
 
 Long runs: every ``checkpoint_every`` steps (and at the end) rank 0 writes the model checkpoint
-(``models.save_checkpoint``, open_clip-loadable, ``"complete": False`` until the end) and a **training state** file
+(``models.checkpoints.save_checkpoint``, open_clip-loadable, ``"complete": False`` until the end) and a **training state** file
 (default ``<checkpoint folder>/state.pt``, see :func:`save_training_state`) holding model, optimiser, step, epoch and
 position in the epoch, the RNG states of every rank, the resolved params, a fingerprint of the run's inputs and the
 logged rows. Data order depends only on (seed, epoch) (:func:`concrete_jungle.distributed.anchor_sampler`), so a run
@@ -34,14 +34,16 @@ negatives, features gathered with gradients into the global 2N layout, ``global`
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import math
+import numbers
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +183,9 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
     the records may be text-only (``image_negatives: none``) and hard-negative images are never decoded.
 
     Raises:
-        ValueError: no records, or a record lacking a field the loss needs (naming the record and the field).
+        ValueError: no records, a record lacking a field the loss needs (naming the record and the field), or a
+            ``c_i`` that is not a finite number in [1, 5] (Brysbaert's concreteness scale; naming the record's
+            ``anchor_id`` and the value).
         FileNotFoundError: an image path that does not exist (via ``_check_files``).
     """
 
@@ -197,6 +201,10 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
                             " image; use image_negatives scene, retrieval or sdxl_turbo, or a loss without"
                             " hard-negative images such as negclip)") if key == "negative_image" else ""
                     raise ValueError(f"ConcreteBatch record {idx} ({rec.get('anchor_id')}) lacks {key!r}{hint}")
+            c = rec["c_i"]
+            if isinstance(c, bool) or not isinstance(c, numbers.Real) or not (math.isfinite(c) and 1 <= c <= 5):
+                raise ValueError(f"ConcreteBatch record {idx} (anchor_id {rec.get('anchor_id')!r}) has c_i {c!r}; "
+                                 "expected a finite concreteness in [1, 5] (Brysbaert scale)")
         self.negative_images = bool(negative_images)
         self.records = list(records)
         paths = [p for r in self.records for p in ((r["image"], r["negative_image"]) if negative_images
@@ -456,7 +464,8 @@ def read_training_state(path: str | os.PathLike) -> dict:
     return state
 
 
-_CODE_FILES = ("training.py", "distributed.py", "losses.py", "models.py")
+_CODE_FILES = ("training.py", "distributed.py", "losses.py", "models/build.py", "models/checkpoints.py",
+               "models/encoding.py")
 
 
 def _fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Callable, hard_negatives: bool,
@@ -544,7 +553,7 @@ def train_contrastive(
     logged warning naming the difference) it starts afresh and overwrites the file at the next checkpoint.
 
     Args:
-        bundle: a ``concrete_jungle.models.ModelBundle`` (model + preprocessing + tokenizer); ``bundle.device`` is set
+        bundle: a ``concrete_jungle.models.build.ModelBundle`` (model + preprocessing + tokenizer); ``bundle.device`` is set
             to the training device.
         dataset: :class:`AnchorDataset` (``hard_negatives=False``) or :class:`ConcreteBatchDataset`; must not depend
             on the global RNG state except through its transforms (data order comes from (seed, epoch)).
@@ -557,11 +566,13 @@ def train_contrastive(
         live_dir: dvclive folder (metrics.json + plots/metrics/train/*.tsv); rebuilt from the state on resume.
         checkpoint_path: the model checkpoint (atomically written every ``checkpoint_every`` steps and at the end).
         params_dump: the resolved params (plain types), saved in the checkpoint and the state, and compared on resume.
-        save_checkpoint: ``models.save_checkpoint``.
+        save_checkpoint: ``models.checkpoints.save_checkpoint``.
         hard_negatives: selects the 2N layout.
         device: ``"auto"`` (``cuda:<LOCAL_RANK>`` when CUDA is available, else CPU), or a torch device.
         state_path: training-state file; default ``<checkpoint_path folder>/state.pt``. Put it outside DVC outputs
-            if a ``dvc repro`` after a kill should resume (DVC deletes a stage's outputs before running it).
+            if a ``dvc repro`` after a kill should resume (DVC deletes a stage's outputs before running it). For the
+            whole run rank 0 holds an exclusive ``flock`` on ``.lock`` in its folder (released when the run ends or
+            the process dies), so two concurrent runs never share one state.
         keep_state: keep the final state file (True), or delete it once the final checkpoint is written.
         on_step_end: called with the number of steps done after each step (after any checkpoint of that step).
 
@@ -570,6 +581,8 @@ def train_contrastive(
         segment), "resumed_from_step" (0 for a fresh run), the last logged metrics ...}`` (finite floats).
 
     Raises:
+        RuntimeError: another run holds the lock on ``state_path``'s folder (raised before any training; names
+            ``<folder>/.lock``).
         NonFiniteLossError: a loss or gradient norm is NaN/Inf (names the step and the last good checkpoint).
         ValueError: the dataset is smaller than one batch per rank; ``batch_size`` not divisible by the world size;
             ``checkpoint_every`` < 1; unknown ``distributed_loss``; an unreadable state file (names the path).
@@ -578,16 +591,42 @@ def train_contrastive(
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
     device = _resolve_device(device, local_rank)
+    state_path = Path(state_path) if state_path else Path(checkpoint_path).parent / "state.pt"
     ctx, created_group = init_distributed(device.type)
     try:
-        return _train(bundle, dataset, loss_fn, loop, seed=seed, live_dir=Path(live_dir),
-                      checkpoint_path=Path(checkpoint_path), params_dump=params_dump,
-                      save_checkpoint=save_checkpoint, hard_negatives=hard_negatives, device=device, ctx=ctx,
-                      state_path=Path(state_path) if state_path else Path(checkpoint_path).parent / "state.pt",
-                      keep_state=keep_state, on_step_end=on_step_end, live_cls=Live)
+        with _exclusive_run(state_path.parent) if ctx.is_main else contextlib.nullcontext():
+            return _train(bundle, dataset, loss_fn, loop, seed=seed, live_dir=Path(live_dir),
+                          checkpoint_path=Path(checkpoint_path), params_dump=params_dump,
+                          save_checkpoint=save_checkpoint, hard_negatives=hard_negatives, device=device, ctx=ctx,
+                          state_path=state_path, keep_state=keep_state, on_step_end=on_step_end, live_cls=Live)
     finally:
         if created_group:
             torch.distributed.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _exclusive_run(folder: Path) -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on ``folder/.lock`` (created, with ``folder``, if absent) for the
+    duration of the block; the kernel releases it when the file is closed or the process dies.
+
+    Raises:
+        RuntimeError: another process (or another open of the file) holds the lock, naming the lock file.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / ".lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise RuntimeError(f"another run holds {lock}{f' (pid {holder})' if holder else ''}: a training run "
+                               f"of the same stage is already using {folder}; wait for it to end or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, params_dump, save_checkpoint,

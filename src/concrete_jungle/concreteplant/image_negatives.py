@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sklearn.feature_extraction.text import TfidfVectorizer
+from concrete_jungle.params import _PARAMS_KEY, SdxlTurboParams  # noqa: F401 (config lives in params)
 
 __all__ = [
     "RetrievalNegatives",
@@ -196,7 +197,8 @@ class SceneNegatives:
             scene graph), ``no_slot`` (the keyword touches no caption slot) or ``unrenderable`` (the new words
             are not a value of this world for the slot's kind, or the relation cannot be realised).
         """
-        from concrete_jungle.corpus.scene_world import Scene, edit_scene, render_scene
+        from concrete_jungle.corpus.scene_world.graph import Scene, edit_scene
+        from concrete_jungle.corpus.scene_world.render import render_scene
 
         if "scene" not in record or "anchor_slots" not in record:
             return None, "no_scene"
@@ -219,106 +221,10 @@ class SceneNegatives:
 # ---------------------------------------------------------------------------------------------------------------
 # SDXL-Turbo img2img: the paper's hard negative image generator f_gen (Sec. 2.2, Fig. 2)
 
-_PARAMS_KEY = "concreteplant.image_edit"
 #: an 8-bit output whose every channel value is <= this is "black" (4/255 ~ 1.6 % of the range)
 BLACK_MAX = 4
 #: an 8-bit output whose values span <= this many levels (over all pixels and channels) is "constant"
 CONSTANT_PTP = 2
-
-
-class SdxlTurboParams(BaseModel):
-    """Settings of the SDXL-Turbo image editor f_gen (paper Sec. 2.2); ``concreteplant.image_edit`` in params.yaml.
-
-    The paper states only that f_gen "is configured with high strength to avoid style or semantic transfer, and
-    low inference steps to minimize computational budget"; it gives no numbers. Our defaults: ``strength`` 0.75 of
-    ``num_inference_steps`` 4. diffusers' img2img runs ``int(num_inference_steps * strength)`` denoising steps
-    (here 3) from the noised anchor latent; with sdxl-turbo's scheduler (Euler ancestral, "trailing" spacing) the
-    schedule of 4 is timesteps 999, 749, 499, 249 and strength 0.75 starts at 749.
-
-    Fields:
-        model: Hugging Face hub id or a local folder written by ``save_pretrained`` (loaded with diffusers'
-            ``AutoPipelineForImage2Image``, which maps sdxl-turbo's text-to-image pipeline to
-            ``StableDiffusionXLImg2ImgPipeline``).
-        variant: weight file variant (``"fp16"`` for sdxl-turbo's half-precision files), ``None`` for the
-            default files. The weights are cast to ``dtype`` after loading.
-        strength: in (0, 1]; how far along the noise schedule the anchor's latent is noised before denoising
-            (1 = from the noisiest timestep, the anchor barely survives; lower keeps more of the anchor).
-        num_inference_steps: >= 1, length of the full schedule (see above).
-        guidance_scale: classifier-free guidance weight. SDXL-Turbo was distilled (adversarial diffusion
-            distillation) to sample *without* classifier-free guidance, so 0.0 is the setting it was trained for;
-            values > 1 switch CFG on and double the UNet batch.
-        size: side in pixels of the square edit (a multiple of 8, the VAE's downsampling). 512 is the resolution
-            SDXL-Turbo was trained at. The anchor is centre-cropped to a square and resized to ``size``; the
-            stored v'_i is a ``size`` x ``size`` RGB PNG (see :class:`SdxlTurboNegatives`).
-        batch_size: anchors per pipeline call (>= 1). Outputs do not depend on it (one generator per anchor).
-        dtype: ``"auto"`` = float16 on CUDA, float32 otherwise.
-        device: ``"auto"`` = ``cuda`` when available, else ``cpu``; or ``cpu``, ``cuda``, ``cuda:N``, ``mps``.
-        seed: base seed in [0, 2**63); each anchor's noise comes from :func:`item_seed` (seed, anchor id, attempt).
-
-    Raises:
-        pydantic.ValidationError: for an unknown field, a non-finite number, a value out of range, a size that is
-            not a multiple of 8, or ``int(num_inference_steps * strength) < 1`` (img2img would run no denoising
-            step and return the anchor unchanged); the message names ``concreteplant.image_edit.<field>``.
-    """
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    model: str = Field("stabilityai/sdxl-turbo", min_length=1)
-    variant: str | None = "fp16"
-    strength: float = Field(0.75, gt=0.0, le=1.0)
-    num_inference_steps: int = Field(4, ge=1)
-    guidance_scale: float = Field(0.0, ge=0.0)
-    size: int = Field(512, ge=8)
-    batch_size: int = Field(8, ge=1)
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
-    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$")
-    seed: int = Field(0, ge=0, lt=2**63)
-
-    @field_validator("size")
-    @classmethod
-    def _multiple_of_8(cls, v: int) -> int:
-        if v % 8:
-            raise ValueError(f"{_PARAMS_KEY}.size must be a multiple of 8 (the VAE downsamples by 8), got {v}")
-        return v
-
-    @field_validator("variant")
-    @classmethod
-    def _variant_not_empty(cls, v: str | None) -> str | None:
-        if v is not None and not v.strip():
-            raise ValueError(f"{_PARAMS_KEY}.variant must be a variant name such as 'fp16' or null, got {v!r}")
-        return v
-
-    @model_validator(mode="after")
-    def _at_least_one_step(self):
-        if self.denoising_steps < 1:
-            raise ValueError(
-                f"{_PARAMS_KEY}.strength ({self.strength}) x {_PARAMS_KEY}.num_inference_steps "
-                f"({self.num_inference_steps}) gives int({self.num_inference_steps * self.strength:g}) = "
-                f"{self.denoising_steps} denoising steps: img2img would return the anchor unchanged. "
-                "Raise strength or num_inference_steps so that their product is >= 1."
-            )
-        return self
-
-    @property
-    def denoising_steps(self) -> int:
-        """Denoising steps diffusers' img2img actually runs: ``int(num_inference_steps * strength)``."""
-        return int(self.num_inference_steps * self.strength)
-
-    def resolve_device(self) -> str:
-        """The torch device string: ``device``, or for ``"auto"`` ``"cuda"`` when CUDA is available else ``"cpu"``."""
-        if self.device != "auto":
-            return self.device
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-
-    def resolve_dtype(self, device: str) -> Any:
-        """The ``torch.dtype`` of the pipeline on ``device`` (``"auto"``: float16 on CUDA, float32 elsewhere)."""
-        import torch
-
-        if self.dtype == "auto":
-            return torch.float16 if device.startswith("cuda") else torch.float32
-        return getattr(torch, self.dtype)
 
 
 def item_seed(seed: int, anchor_id: str, attempt: int = 0) -> int:

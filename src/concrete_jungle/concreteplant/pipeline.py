@@ -84,9 +84,11 @@ def shard_plan(n_records: int, shard_size: int, shard_index: int = 0, shard_coun
 
 
 #: Source files whose content determines a ConcreteBatch (part of the shard fingerprint).
-_CODE = tuple(sorted(Path(__file__).parent.glob("*.py"))) + (
+_CODE = tuple(sorted(f for f in Path(__file__).parent.rglob("*")  # this package's modules and lexicon data
+                     if f.is_file() and f.suffix in (".py", ".yaml") and "__pycache__" not in f.parts)) + (
     Path(__file__).parents[1] / "concreteness.py",
-    Path(__file__).parents[1] / "corpus" / "scene_world.py",  # world vocabulary, scene edits and rendering
+    # every module of the scene world package (world vocabulary, scene edits, rendering, as scene_world.py was)
+    *sorted((Path(__file__).parents[1] / "corpus" / "scene_world").glob("*.py")),
 )
 
 
@@ -138,7 +140,7 @@ class _Generator:
         vocabulary = None
         self.scene_neg = None
         if self.mode == "scene":
-            from concrete_jungle.corpus.scene_world import world_vocabulary
+            from concrete_jungle.corpus.scene_world.graph import world_vocabulary
 
             vocabulary = world_vocabulary(world_cfg)
             self.scene_neg = SceneNegatives(world_cfg, work / "images")

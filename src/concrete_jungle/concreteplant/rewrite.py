@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from concrete_jungle.params import RewriterParams  # noqa: F401 (config lives in params)
 
 __all__ = [
     "REWRITE_TYPES",
@@ -485,45 +486,6 @@ def rewrite_with_retries(
 # --------------------------------------------------------------------------------------------------------
 # Configuration and construction
 # --------------------------------------------------------------------------------------------------------
-class RewriterParams(BaseModel):
-    """Settings of the caption rewriter f_cap (params.yaml ``concreteplant.rewriter``; Sec. 2.2, A.2).
-
-    A bare string is read as the backend (``rewriter: lexical`` == ``rewriter: {backend: lexical}``).
-
-    Attributes:
-        backend: ``lexical`` (offline substitution lists), ``llm`` (transformers) or ``vllm``.
-        model: Hugging Face model id or local path of the LLM (paper: ``Qwen/Qwen3-32B``); LLM backends only.
-        max_new_tokens: generation limit per caption, in tokens; an answer that reaches it without its
-            end-of-sequence token is rejected as ``"truncated"``. With ``enable_thinking`` the think block
-            counts too, so raise it (to thousands) there.
-        batch_size: prompts per ``generate`` call (``llm``); vLLM schedules its own batches.
-        max_attempts: attempts per caption in :func:`rewrite_with_retries` (1 = no retry).
-        retry_temperature: softmax temperature of the sampled retries (attempt >= 1), > 0 (no top-k / top-p).
-        tensor_parallel_size: GPUs the ``vllm`` engine shards the model over.
-        dtype: weight / activation dtype of the LLM (``auto``: the checkpoint's).
-        device: ``llm`` device: ``auto`` (CUDA when available, else CPU), or a torch device string.
-        enable_thinking: Qwen3's thinking mode (chat-template flag); the paper's prompt asks for the caption
-            only, so it is off.
-    """
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    backend: Literal["lexical", "llm", "vllm"] = "lexical"
-    model: str = "Qwen/Qwen3-32B"
-    max_new_tokens: int = Field(64, ge=1)
-    batch_size: int = Field(16, ge=1)
-    max_attempts: int = Field(3, ge=1)
-    retry_temperature: float = Field(0.7, gt=0)
-    tensor_parallel_size: int = Field(1, ge=1)
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = Field("auto", min_length=1)
-    enable_thinking: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _backend_shorthand(cls, data):
-        """Accept a bare backend name (``rewriter: lexical``) for ``{"backend": "lexical"}``."""
-        return {"backend": data} if isinstance(data, str) else data
 
 
 def build_rewriter(

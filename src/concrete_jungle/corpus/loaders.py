@@ -12,10 +12,14 @@ Every loader returns ``(records, skipped)``:
   ``image_missing`` (listed, but the file is not in the image folder), ``excluded`` (its file name
   is in ``exclude_filenames``, e.g. the SugarCrepe images, so they are never trained on),
   ``no_caption`` (no non-empty caption), ``other_split`` (Karpathy/Flickr8k: not in the requested
-  split). Reasons that count **caption lines**: ``caption_empty`` (a blank caption dropped from an
-  otherwise kept image), ``caption_unknown_image`` (a COCO annotation whose ``image_id`` is not in
-  ``images``), ``malformed_line`` (a Flickr8k token line that is not ``name#k<TAB>caption``).
-  Only reasons that occurred appear.
+  split), ``image_unreadable`` (the file is empty, truncated, corrupt or not an image) and
+  ``image_too_large`` (more than ``PIL.Image.MAX_IMAGE_PIXELS`` pixels, a possible decompression
+  bomb); the last two come from :func:`concrete_jungle.io.check_image`, run only on images that would
+  otherwise be kept, and each such image is also named in a logged warning. Reasons that count
+  **caption lines**: ``caption_empty`` (a blank caption dropped from an otherwise kept image),
+  ``caption_unknown_image`` (a COCO annotation whose ``image_id`` is not in ``images``),
+  ``malformed_line`` (a Flickr8k token line that is not ``name#k<TAB>caption``). Only reasons that
+  occurred appear.
 
 Records come out in a deterministic order: the order of the source file (COCO ``images``,
 Karpathy ``images``, Flickr8k split list).
@@ -23,13 +27,14 @@ Karpathy ``images``, Flickr8k split list).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from concrete_jungle.io import read_json
+from concrete_jungle.io import check_image, read_json
 
 __all__ = [
     "select_anchor",
@@ -39,6 +44,7 @@ __all__ = [
     "load_flickr8k",
 ]
 
+logger = logging.getLogger(__name__)
 _COCO_ID_RE = re.compile(r"(\d+)\.(?:jpg|jpeg|png)$", re.IGNORECASE)
 
 
@@ -115,6 +121,16 @@ def _record(rid: str, image: Path, captions: list[str], source: str) -> dict:
     }
 
 
+def _unusable(image: Path, skipped: Counter) -> bool:
+    """True when :func:`check_image` refuses ``image``; then its reason is counted in ``skipped`` and a warning
+    names the file."""
+    reason = check_image(image)
+    if reason:
+        skipped[reason] += 1
+        logger.warning("skipping image %s: %s", image, reason)
+    return reason is not None
+
+
 def _listdir(image_dir: Path, what: str) -> set[str]:
     if not image_dir.is_dir():
         raise FileNotFoundError(f"{what}: image folder not found: {image_dir}")
@@ -140,7 +156,8 @@ def load_coco_captions(
 
     Returns:
         ``(records, skipped)``; record ids are ``coco_<12-digit image id>``. Skip reasons are checked
-        in the order ``image_missing``, ``excluded``, ``no_caption`` (module docstring).
+        in the order ``image_missing``, ``excluded``, ``no_caption``, then ``image_unreadable`` /
+        ``image_too_large`` (module docstring; the image is decoded at 1/8 scale to check it).
 
     Raises:
         FileNotFoundError: if ``captions_json`` or ``image_dir`` does not exist.
@@ -187,6 +204,8 @@ def load_coco_captions(
         if not captions:
             skipped["no_caption"] += 1
             continue
+        if _unusable(Path(image_dir) / fname, skipped):
+            continue
         records.append(_record(f"coco_{iid:012d}", Path(image_dir) / fname, captions, source))
     return records, dict(skipped)
 
@@ -213,7 +232,8 @@ def load_karpathy(
 
     Returns:
         ``(records, skipped)``; ids are ``coco_<12-digit cocoid>`` (or the file stem when no COCO id
-        can be found). Skip order: ``other_split``, ``image_missing``, ``excluded``, ``no_caption``.
+        can be found). Skip order: ``other_split``, ``image_missing``, ``excluded``, ``no_caption``,
+        ``image_unreadable`` / ``image_too_large``.
 
     Raises:
         FileNotFoundError: if ``dataset_json`` does not exist.
@@ -261,6 +281,8 @@ def load_karpathy(
         if rid in seen:
             raise ValueError(f"{dataset_json}: images[{k}] ({rel}) repeats id {rid}")
         seen.add(rid)
+        if _unusable(path, skipped):
+            continue
         records.append(_record(rid, path, captions, source))
     return records, dict(skipped)
 
@@ -282,7 +304,8 @@ def load_flickr8k(
         source: value of the records' ``source`` field.
 
     Returns:
-        ``(records, skipped)``; ids are ``flickr8k_<file stem>``; captions in ``#k`` order.
+        ``(records, skipped)``; ids are ``flickr8k_<file stem>``; captions in ``#k`` order. Skip order:
+        ``image_missing``, ``no_caption``, ``image_unreadable`` / ``image_too_large``.
 
     Raises:
         FileNotFoundError: if a file or ``image_dir`` does not exist.
@@ -320,6 +343,8 @@ def load_flickr8k(
         captions = _clean_captions(ordered, skipped, f"{token_file} {name}")
         if not captions:
             skipped["no_caption"] += 1
+            continue
+        if _unusable(Path(image_dir) / name, skipped):
             continue
         records.append(_record(f"flickr8k_{Path(name).stem}", Path(image_dir) / name, captions, source))
     return records, dict(skipped)

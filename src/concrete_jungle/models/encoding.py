@@ -1,0 +1,135 @@
+"""Embeddings in cosine space: :func:`encode_images`, :func:`encode_texts` and the chunked
+:func:`encode_image_files`.
+
+Embeddings are L2-normalised float32 CPU tensors ``[M, D]`` (D = the bundle's ``embed_dim``); multiply their dot
+products by ``model.logit_scale.exp()`` to get logits. Only a built :class:`~concrete_jungle.models.build.ModelBundle`
+is needed: this module imports neither open_clip nor the builder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import torch
+from PIL import Image
+
+from concrete_jungle.io import load_rgb
+
+if TYPE_CHECKING:
+    from concrete_jungle.models.build import ModelBundle
+
+__all__ = ["encode_image_files", "encode_images", "encode_texts"]
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+
+
+@contextlib.contextmanager
+def _eval_mode(model: torch.nn.Module):
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def encode_images(bundle: ModelBundle, images: Sequence[Image.Image], batch_size: int = 64) -> torch.Tensor:
+    """Embed images with ``bundle.preprocess_val`` and the image tower; eval mode, no grad, spec precision.
+
+    Args:
+        bundle: the model.
+        images: M PIL images (any mode; converted to RGB by the transform).
+        batch_size: images per forward pass.
+
+    Returns:
+        float32 CPU tensor [M, D], rows L2-normalised (cosine space). M = 0 gives [0, D].
+
+    Raises:
+        TypeError: an item is not a PIL image (the message gives its index).
+        ValueError: ``batch_size`` < 1.
+    """
+    _check_batch_size(batch_size)
+    for i, im in enumerate(images):
+        if not isinstance(im, Image.Image):
+            raise TypeError(f"images[{i}] must be a PIL.Image.Image, got {type(im).__name__}")
+    out = []
+    with _eval_mode(bundle.model), torch.no_grad():
+        for start in range(0, len(images), batch_size):
+            batch = torch.stack([bundle.preprocess_val(im) for im in images[start : start + batch_size]])
+            with bundle.autocast():
+                feats = bundle.model.encode_image(batch.to(bundle.device))
+            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
+    if not out:
+        return torch.zeros(0, bundle.embed_dim)
+    return torch.cat(out)
+
+
+def encode_texts(bundle: ModelBundle, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
+    """Embed captions with ``bundle.tokenizer`` and the text tower; eval mode, no grad, spec precision.
+
+    Args:
+        bundle: the model.
+        texts: M captions (truncated to the tokenizer's context length).
+        batch_size: captions per forward pass.
+
+    Returns:
+        float32 CPU tensor [M, D], rows L2-normalised (cosine space). M = 0 gives [0, D].
+
+    Raises:
+        TypeError: an item is not a str (the message gives its index).
+        ValueError: ``batch_size`` < 1.
+    """
+    _check_batch_size(batch_size)
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of str, got a single str")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__}")
+    out = []
+    with _eval_mode(bundle.model), torch.no_grad():
+        for start in range(0, len(texts), batch_size):
+            tokens = bundle.tokenizer(list(texts[start : start + batch_size])).to(bundle.device)
+            with bundle.autocast():
+                feats = bundle.model.encode_text(tokens)
+            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
+    if not out:
+        return torch.zeros(0, bundle.embed_dim)
+    return torch.cat(out)
+
+
+def encode_image_files(
+    paths: Sequence[str],
+    encode: Callable[[list[Image.Image]], torch.Tensor],
+    batch_size: int = 64,
+    desc: str = "images",
+) -> torch.Tensor:
+    """Embed image files in chunks of ``batch_size`` (only one chunk of decoded images in memory at a time).
+
+    Args:
+        paths: M image files (read with :func:`concrete_jungle.io.load_rgb`).
+        encode: list of PIL images -> ``[m, D]`` embeddings, e.g. ``lambda ims: encode_images(bundle, ims)``.
+        batch_size: images per chunk, >= 1.
+        desc: progress-bar label.
+
+    Returns:
+        ``[M, D]`` embeddings in the order of ``paths`` (as ``encode`` returns them: cosine space for
+        :func:`encode_images`).
+
+    Raises:
+        OSError: naming an unreadable image file.
+        ValueError: if ``paths`` is empty (D would be unknown) or ``batch_size < 1``.
+    """
+    from tqdm.auto import tqdm
+
+    if not paths:
+        raise ValueError("encode_image_files: no image paths")
+    if batch_size < 1:
+        raise ValueError(f"encode_image_files: batch_size must be >= 1, got {batch_size}")
+    chunks = []
+    for start in tqdm(range(0, len(paths), batch_size), desc=desc, unit="batch"):
+        chunks.append(encode([load_rgb(p) for p in paths[start : start + batch_size]]))
+    return torch.cat(chunks)
