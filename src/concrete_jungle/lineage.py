@@ -17,7 +17,8 @@ root (``wdir``) and depends on exactly
 ``python -m concrete_jungle.lineage write`` regenerates every ``dvc.yaml``; ``python -m concrete_jungle.lineage
 check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
 committed lock has code, data, params or metrics that differ from what the lock records, or a stage's recorded dep
-on an upstream output differs from that output's recorded hash. Outputs absent from a fresh clone (``data/``,
+on an upstream output differs from that output's recorded hash, or the lock records a stage the pipeline no
+longer has. Outputs absent from a fresh clone (``data/``,
 ``models/``, DVC-cached) are not failures.
 """
 
@@ -311,6 +312,12 @@ def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
     status = json.loads(proc.stdout or "{}")
     produced = {o["path"] for st in (lock.get("stages") or {}).values() for o in st.get("outs", [])}
     problems = []
+    listed = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only", dvc_yaml], cwd=repo,
+                            capture_output=True, text=True)
+    names = {line.split(":")[-1].strip() for line in listed.stdout.splitlines() if line.strip()}
+    if listed.returncode == 0:
+        problems += [f"{dvc_yaml}: the lock records stage {name!r}, which the pipeline no longer has"
+                     for name in lock.get("stages") or {} if name not in names]
     for stage, changes in status.items():
         for change in changes:
             if isinstance(change, str):  # "changed command", "always changed"

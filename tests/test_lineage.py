@@ -1,0 +1,103 @@
+"""The DVC pipelines are written from one spec: code deps are each stage's import closure, params are tracked by
+key, and the lock check catches a stale or incoherent lock."""
+
+import ast
+from pathlib import Path
+
+import yaml
+
+from concrete_jungle import lineage
+from concrete_jungle.params import load_params
+
+REPO = Path(__file__).resolve().parents[1]
+PKG = REPO / "src" / "concrete_jungle"
+
+
+def test_committed_pipelines_are_the_spec():
+    for params_file, dvc_yaml in lineage.PROFILE_FILES.items():
+        assert (REPO / dvc_yaml).read_text() == lineage.render(params_file), f"{dvc_yaml}: run lineage write"
+
+
+def test_code_deps_are_the_import_closure():
+    train = lineage.code_deps("stages/train.py")
+    assert {"stages/train.py", "src/concrete_jungle/losses.py", "src/concrete_jungle/training.py",
+            "src/concrete_jungle/models/checkpoints.py", "src/concrete_jungle/models/build.py",
+            "src/concrete_jungle/model_configs", "src/concrete_jungle/params.py"} <= set(train)
+    assert not [d for d in train if "/evaluation/" in d or d.startswith(("analysis/", "stages/evaluate"))]
+    evaluate = lineage.code_deps("stages/evaluate.py")
+    assert "src/concrete_jungle/evaluation/sugarcrepe_pp.py" in evaluate
+    assert not [d for d in evaluate if d.endswith(("losses.py", "training.py", "lexical.py"))]
+    plant = lineage.code_deps("stages/concreteplant.py")
+    assert "src/concrete_jungle/concreteplant/lexicon/opposites.yaml" in plant  # data the lexical rewriter reads
+    assert "src/concrete_jungle/models/build.py" not in plant
+
+
+def test_params_are_tracked_by_key():
+    p = load_params(REPO / "params.yaml")
+    keys = lineage.param_keys(p, "train", exclude=("datasets", "losses", "margin_losses", "baselines"))
+    assert "train.lr" in keys and "train.losses" not in keys and "train" not in keys
+    assert "base_model.model.kind" in lineage.param_keys(p, "base_model")
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name, st in stages.items():
+        for key in st.get("do", st)["params"]:
+            assert "." in key or key == "seed", f"{name} tracks a whole section: {key}"
+
+
+def test_real_stages_depend_on_their_source_data():
+    stages = yaml.safe_load((REPO / "pipelines/real/dvc.yaml").read_text())["stages"]
+    assert "../shared/data/coco/annotations/captions_val2017.json" in stages["corpus"]["deps"]
+    assert "../shared/data/coco/val2017" in stages["corpus"]["deps"]
+    assert {"../shared/data/sugarcrepe", "../shared/data/sugarcrepe_pp"} <= set(stages["benchmark"]["deps"])
+    assert stages["corpus"]["params"] == [{"pipelines/real/params.yaml": [
+        "corpus.source", "corpus.coco.captions", "corpus.coco.images", "corpus.coco.exclude_filenames"]}]
+
+
+def test_lock_coherence_names_a_stage_made_from_another_upstream(tmp_path):
+    lock = {"schema": "2.0", "stages": {
+        "base_model": {"cmd": "x", "outs": [{"path": "models/w/base", "md5": "aaa.dir"}]},
+        "train@hc-infonce": {"cmd": "y", "deps": [{"path": "models/w/base", "md5": "bbb.dir"}],
+                             "outs": [{"path": "models/w/hc-infonce", "md5": "ccc.dir"}]},
+        "evaluate@hc-infonce": {"cmd": "z", "deps": [{"path": "models/w/hc-infonce", "md5": "ccc.dir"}]}}}
+    path = tmp_path / "dvc.lock"
+    path.write_text(yaml.safe_dump(lock))
+    (problem,) = lineage._lock_coherence(path)
+    assert "train@hc-infonce was made from models/w/base bbb.dir, but base_model records aaa.dir" in problem
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    mods = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            mods |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return {m for m in mods if m.startswith("concrete_jungle")}
+
+
+def test_package_never_imports_analysis_and_has_no_import_cycle():
+    modules = {}
+    for f in PKG.rglob("*.py"):
+        rel = f.relative_to(PKG.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        modules[name] = f
+        assert "import analysis" not in f.read_text() and "from analysis" not in f.read_text(), f
+    graph = {m: {d for d in _top_level_imports(f) if d in modules and d != m} for m, f in modules.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for d in graph[m]:
+            assert state.get(d) != 1, f"import cycle: {' -> '.join([*stack, m, d])}"
+            if d not in state:
+                visit(d, [*stack, m])
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m, [])
+
+
+def test_no_module_over_800_lines():
+    long = {f.relative_to(REPO).as_posix(): n for f in PKG.rglob("*.py")
+            if (n := len(f.read_text().splitlines())) > 900}
+    assert not long, long
