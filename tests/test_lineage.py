@@ -2,8 +2,11 @@
 key, and the lock check catches a stale or incoherent lock."""
 
 import ast
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from concrete_jungle import lineage
@@ -101,3 +104,23 @@ def test_no_module_over_800_lines():
     long = {f.relative_to(REPO).as_posix(): n for f in PKG.rglob("*.py")
             if (n := len(f.read_text().splitlines())) > 900}
     assert not long, long
+
+
+@pytest.mark.slow
+def test_check_passes_on_a_fresh_copy_without_outputs(tmp_path):
+    """CI's condition: a checkout holding only what git tracks (no cached outputs, no verdict folders) with the
+    shared data beside it; outputs absent from it are not problems, anything else is."""
+    shared = REPO.parent / "shared"
+    if not shared.is_dir():
+        pytest.skip(f"no shared data folder at {shared}")
+    work = tmp_path / "main"
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
+    for rel in filter(None, files):
+        if (REPO / rel).is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, work / rel)
+    (tmp_path / "shared").symlink_to(shared)
+    subprocess.run(["git", "init", "-q"], cwd=work, check=True)
+    assert not (work / "data" / "world" / "verdicts").exists()
+    assert lineage.check(work) == []

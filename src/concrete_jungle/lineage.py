@@ -302,6 +302,14 @@ def _lock_coherence(lock_path: Path) -> list[str]:
     return problems
 
 
+def _made_here(path: str, produced: set[str]) -> bool:
+    """True when ``path`` is an output of the pipeline or a folder holding only such outputs (for example the
+    report's ``data/world/verdicts``, filled by every evaluation): absent from a fresh clone, checked by
+    :func:`_lock_coherence` instead."""
+    prefix = path.rstrip("/") + "/"
+    return path in produced or any(p.startswith(prefix) for p in produced)
+
+
 def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
     """``dvc status`` of one pipeline, keeping what is a real difference: changed code / data / params / command /
     committed metrics, a stage missing from the lock; not outputs absent from a fresh clone."""
@@ -327,7 +335,7 @@ def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
                 if kind == "changed outs":
                     bad = {k: v for k, v in items.items() if v not in ("deleted", "not in cache")}
                 elif kind == "changed deps":
-                    bad = {k: v for k, v in items.items() if not (v == "deleted" and k in produced)}
+                    bad = {k: v for k, v in items.items() if not (v == "deleted" and _made_here(k, produced))}
                 else:
                     bad = items
                 if bad:
