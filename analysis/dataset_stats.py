@@ -234,13 +234,18 @@ def table1_markdown(stats_by_dataset: Mapping[str, Mapping], with_paper: bool = 
                 notes.setdefault((figure, str(reason)), []).append(_label(name))
     first = stats_by_dataset[_ordered(list(stats_by_dataset))[0]]
     ref = first.get("reference_model") or {}
+    clip = first.get("clip_model") or {}
+    clip_name = ref.get("name") if clip.get("shared_with_reference", True) else clip.get("name")
     bert = first.get("bertscore_info") or {}
     dino = first.get("dino_info") or {}
     text = [
         "\n".join(lines),
         "",
-        f"- Reference model (I2T, T2I, CLIP-L, CLIP-V): `{ref.get('name')}` (`{ref.get('checkpoint')}`); "
-        "paper: PE-Core-L-14-336. Similarities are cosines of L2-normalised embeddings.",
+        f"- CLIP-score model (I2T, T2I, CLIP-L, CLIP-V): `{clip_name}`"
+        + (f" (`{ref.get('checkpoint')}`, the reference model)" if clip.get("shared_with_reference", True) else
+           f" (weights `{clip.get('weights')}`)")
+        + f"; paper: PE-Core-L-14-336. Logit gaps (Fig. 4): the reference model `{ref.get('name')}`. "
+        "Similarities are cosines of L2-normalised embeddings.",
         "- I2T acc. = share of anchors whose image v is strictly closer to its caption t than to the hard negative t'; "
         "T2I acc. = share whose caption t is strictly closer to v than to the hard-negative image v' (ties wrong). "
         "The paper does not define the rule; other readings are in `accuracy_variants`.",

@@ -1,7 +1,9 @@
 """Wall time and peak memory of a whole `dvc repro` (README figures).
 
-Runs the given command (default ``dvc repro``) and samples, every 0.25 s, the resident memory of its whole process
-tree (DVC plus the stage it is running): the peak of the sum is what the machine must hold. Also records the
+Runs the given command (default ``dvc repro``) and samples, every 0.25 s (PSS every 2 s), the resident memory of its whole process
+tree (DVC plus the stage it is running) as RSS and as PSS (proportional set size: a page shared by several processes,
+e.g. forked DataLoader workers, counted once; the sum of RSS counts it in every process): the peak PSS sum is what
+the machine must hold. Also records the
 largest single process, and the wall time of each stage (every ``python stages/...`` command seen in the tree, from
 first to last sample), so the slowest stage is visible. Writes ``benchmarks/results/<name>.json``.
 
@@ -22,16 +24,19 @@ from pathlib import Path
 import psutil
 
 
-def _tree_rss(proc: psutil.Process, stages: dict[str, list[float]]) -> tuple[int, int, str]:
-    """Summed and largest resident memory of the tree (bytes); updates ``stages`` (stage command -> [first seen,
-    last seen] in seconds since the epoch)."""
-    total = peak = 0
+def _tree_rss(proc: psutil.Process, stages: dict[str, list[float]], with_pss: bool) -> tuple[int, int, str, int]:
+    """Summed and largest resident memory of the tree (bytes), and the summed proportional set size (PSS: pages
+    shared between processes, e.g. forked DataLoader workers, counted once in all); updates ``stages`` (stage
+    command -> [first seen, last seen] in seconds since the epoch). PSS (reading /proc/<pid>/smaps costs CPU) only
+    when ``with_pss``."""
+    total = peak = pss = 0
     who = ""
     now = time.time()
     for p in [proc, *proc.children(recursive=True)]:
         try:
             rss = p.memory_info().rss
             cmd = " ".join(p.cmdline())
+            pss += getattr(p.memory_full_info(), "pss", rss) if with_pss else 0
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if rss > peak:
@@ -40,7 +45,7 @@ def _tree_rss(proc: psutil.Process, stages: dict[str, list[float]]) -> tuple[int
             key = cmd[cmd.index("stages/"):]
             stages.setdefault(key, [now, now])[1] = now
         total += rss
-    return total, peak, who
+    return total, peak, who, pss
 
 
 def main(argv=None) -> dict:
@@ -52,12 +57,14 @@ def main(argv=None) -> dict:
     t0 = time.time()
     child = subprocess.Popen(cmd)
     proc = psutil.Process(child.pid)
-    peak_total = peak_single = 0
+    peak_total = peak_single = peak_pss = 0
     peak_who = ""
     stages: dict[str, list[float]] = {}
+    tick = 0
     while child.poll() is None:
-        total, single, who = _tree_rss(proc, stages)
-        peak_total = max(peak_total, total)
+        total, single, who, pss = _tree_rss(proc, stages, with_pss=tick % 8 == 0)  # PSS every 2 s
+        tick += 1
+        peak_total, peak_pss = max(peak_total, total), max(peak_pss, pss)
         if single > peak_single:
             peak_single, peak_who = single, who
         time.sleep(0.25)
@@ -67,6 +74,7 @@ def main(argv=None) -> dict:
         "exit_code": child.returncode,
         "wall_s": round(wall, 1),
         "peak_tree_rss_gib": round(peak_total / 2**30, 2),
+        "peak_tree_pss_gib": round(peak_pss / 2**30, 2),
         "peak_single_process_rss_gib": round(peak_single / 2**30, 2),
         "peak_single_process": peak_who,
         "stage_wall_s": {k: round(b - a, 1) for k, (a, b) in sorted(stages.items(), key=lambda kv: kv[1][0])},

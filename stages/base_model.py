@@ -1,19 +1,22 @@
 """DVC stage `base_model`: the starting model, trained contrastively (open_clip ClipLoss, N x N) on the corpus
-anchors alone, or saved as built (``base_model.train: false``, e.g. the paper's openai ViT-B-32).
+anchors alone (held-out anchors excluded), or saved as built (``base_model.train: false``, e.g. the paper's openai ViT-B-32).
 
-Writes ``models/<profile>/base/checkpoint.pt`` and dvclive logs in ``metrics/<profile>/train/base``.
+Writes ``models/<profile>/base/checkpoint.pt``, the dvclive step curves in ``metrics/<profile>/train/base/plots`` and
+the final logged values in ``metrics/<profile>/train/base.json``.
 """
 
-from concrete_jungle.cli import run_stage
+from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
 from concrete_jungle.io import read_jsonl, write_metrics
 from concrete_jungle.params import Params
 
 
 def train_base_model(params: Params) -> dict:
     """Build the model of ``base_model.model`` with a seeded init (a re-run writes the same weights) and train it
-    unless ``base_model.train`` is false. A killed run resumes from ``models/<profile>/resume/base``."""
+    on the training anchors unless ``base_model.train`` is false. A killed run resumes from
+    ``models/<profile>/resume/base``."""
     from open_clip.loss import ClipLoss
 
+    from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.build import build_model
     from concrete_jungle.models.checkpoints import save_checkpoint
     from concrete_jungle.training import AnchorDataset, train_contrastive
@@ -22,17 +25,23 @@ def train_base_model(params: Params) -> dict:
     bundle = build_model(bp.model, seed=params.seed)
     ckpt = params.models_dir / "base" / "checkpoint.pt"
     live_dir = params.metrics_dir / "train" / "base"
+    summary_file = params.metrics_dir / "train" / "base.json"
+    clear_outputs(summary_file, live_dir)
+    read = params.sections("profile", "seed", "base_model")
     if not bp.train:
-        save_checkpoint(ckpt, bundle, params=params.model_dump(), step=0)
-        write_metrics(live_dir / "metrics.json", {"steps": 0})
+        save_checkpoint(ckpt, bundle, params=read, step=0)
+        (live_dir / "plots").mkdir(parents=True)  # the plots output exists, with no curve
+        write_metrics(summary_file, {"base": {"steps": 0}})
         return {"steps": 0}
-    records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
+    records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
     preprocess = bundle.preprocess_train if bp.augment else bundle.preprocess_val
     ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed,
-                       cache=not bp.augment)
-    return train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir, checkpoint_path=ckpt,
-                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=False,
-                             state_path=params.resume_state("base"), keep_state=False)
+                       cache=not bp.augment and bp.num_workers == 0)  # workers would each hold a copy
+    result = train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir,
+                               checkpoint_path=ckpt, params_dump=read, save_checkpoint=save_checkpoint,
+                               hard_negatives=False, state_path=params.resume_state("base"), keep_state=False)
+    write_metrics(summary_file, {"base": pop_live_summary(live_dir)})
+    return result
 
 
 if __name__ == "__main__":

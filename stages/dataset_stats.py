@@ -1,8 +1,10 @@
-"""DVC stage `dataset_stats@<dataset>`: paper Table 1 figures of one ConcreteBatch under the reference model (mean /
-median c_i, I2T / T2I accuracy, BERTScore, CLIP-L / CLIP-V, DINOScore, unique keywords; Sec. 3.1).
+"""DVC stage `dataset_stats`: paper Table 1 figures of every ConcreteBatch of ``concreteplant.datasets`` (mean /
+median c_i, I2T / T2I accuracy, BERTScore, CLIP-L / CLIP-V, DINOScore, unique keywords; Sec. 3.1), in one process
+(the models are loaded once): the CLIP rows under ``dataset_stats.clip_model`` (paper profile: PE-Core-L-14-336 /
+meta), the logit gaps under ``dataset_stats.reference_model``, DINOScore under ``dataset_stats.dino``.
 
-Writes ``metrics/<p>/dataset_stats/<dataset>.json``, the per-record logit gaps ``<dataset>_gaps.csv`` beside it
-(paper Fig. 4; ``dvc plots``) and the c_i histogram ``reports/<p>/dataset_stats/<dataset>.png``.
+Writes ``metrics/<p>/dataset_stats/<dataset>.json``, the per-record logit gaps ``metrics/<p>/dataset_gaps/<dataset>.csv``
+(paper Fig. 4; ``dvc plots``) and the c_i histogram ``reports/<p>/dataset_stats/<dataset>.png`` of each dataset.
 """
 
 from analysis.dataset_stats import plot_concreteness_histogram
@@ -11,34 +13,48 @@ from concrete_jungle.io import atomic_write, read_jsonl, write_metrics
 from concrete_jungle.params import Params
 
 
-def dataset_stats_stage(params: Params, dataset: str) -> dict:
-    """Score every (v, t, v', t') quadruple of ConcreteBatch ``dataset``
-    (:func:`~concrete_jungle.evaluation.dataset_stats.dataset_statistics`).
+def dataset_stats_stage(params: Params) -> dict:
+    """Score every (v, t, v', t') quadruple of each ConcreteBatch
+    (:func:`~concrete_jungle.evaluation.dataset_stats.dataset_statistics`); returns ``{dataset: statistics}``.
 
     Raises:
-        FileNotFoundError: the reference checkpoint is missing; ValueError: it is not marked complete, or a record
-            is malformed (named).
+        ValueError / FileNotFoundError: before any work, naming the key: an unknown ``dataset_stats.dino.model``,
+            ``dataset_stats.clip_model.name`` / ``.pretrained``, a missing ``dataset_stats.clip_model.weights_path``
+            or ``.checkpoint`` or ``dataset_stats.reference_model`` checkpoint. ValueError: a checkpoint not marked
+            complete, or a malformed record (named).
+        ClipModelUnavailable: the CLIP-score model's tag weights are not available offline.
     """
     import pandas as pd
 
-    from concrete_jungle.evaluation.dataset_stats import dataset_statistics, reference_checkpoint
+    from concrete_jungle.evaluation.dataset_stats import (
+        build_clip_model,
+        check_clip_model,
+        check_dino_model,
+        dataset_statistics,
+        reference_checkpoint,
+    )
     from concrete_jungle.models.checkpoints import load_model
 
     cfg = params.dataset_stats
-    metrics = params.metrics_dir / "dataset_stats" / f"{dataset}.json"
-    gaps_csv = params.metrics_dir / "dataset_stats" / f"{dataset}_gaps.csv"
-    histogram = params.reports_dir / "dataset_stats" / f"{dataset}.png"
-    clear_outputs(metrics, gaps_csv, histogram)
-    bundle = load_model(reference_checkpoint(cfg.reference_model, params.models_dir))
-    records = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
-    stats = dataset_statistics(records, bundle, cfg, dataset=dataset)
-    gaps = pd.DataFrame(stats.pop("per_record"), columns=["anchor_id", "type", "c_i", "cos_gap", "logit_gap"])
-    with atomic_write(gaps_csv) as fh:
-        gaps.to_csv(fh, index=False, float_format="%.6g")  # per-record logit gap vs c_i (Fig. 4; dvc plots)
-    plot_concreteness_histogram({dataset: [r["c_i"] for r in records]}, histogram)
-    write_metrics(metrics, stats)
-    return stats
-
+    check_dino_model(cfg.dino)
+    check_clip_model(cfg.clip_model, params.models_dir)
+    reference = reference_checkpoint(cfg.reference_model, params.models_dir)
+    metrics, gaps_dir, figures = (params.metrics_dir / "dataset_stats", params.metrics_dir / "dataset_gaps",
+                                  params.reports_dir / "dataset_stats")
+    clear_outputs(metrics, gaps_dir, figures)
+    bundle = load_model(reference)
+    clip_bundle = build_clip_model(cfg.clip_model, params.models_dir, reference=bundle)  # the same one by default
+    out = {}
+    for dataset in params.concreteplant.datasets:
+        records = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
+        stats = dataset_statistics(records, bundle, cfg, dataset=dataset, clip_bundle=clip_bundle)
+        gaps = pd.DataFrame(stats.pop("per_record"), columns=["anchor_id", "type", "c_i", "cos_gap", "logit_gap"])
+        with atomic_write(gaps_dir / f"{dataset}.csv") as fh:
+            gaps.to_csv(fh, index=False, float_format="%.6g")  # per-record logit gap vs c_i (Fig. 4; dvc plots)
+        plot_concreteness_histogram({dataset: [r["c_i"] for r in records]}, figures / f"{dataset}.png")
+        write_metrics(metrics / f"{dataset}.json", stats)
+        out[dataset] = stats
+    return out
 
 if __name__ == "__main__":
-    run_stage(__doc__, dataset_stats_stage, dataset={"choices": ["hc", "lc", "wo"]})
+    run_stage(__doc__, dataset_stats_stage)

@@ -1,54 +1,74 @@
-"""DVC stage `report`: render the study's tables and figures from tracked metrics.
+"""DVC stage `report`: render the study's tables and figures from tracked metrics (paper Tab. 1-3, Fig. 4, 6).
 
-``reports/<profile>/sugarcrepe.md`` (every model x subset, then the paired comparisons of
-:func:`~concrete_jungle.grid.comparison_pairs` from ``data/<profile>/verdicts``), ``gradient_ratio.png`` (the logged
-ratio of each hard-negative run), ``gradient_ratio_study.png`` (ratio vs N, Fig. 6), ``concreteness_gap.png`` (logit
-gap vs c_i with LOWESS trends, Fig. 4) and ``table1.md``.
+``reports/<profile>/``: ``table2.md`` / ``.tex`` (compositional understanding: SugarCrepe, SugarCrepe++, Winoground,
+M.Avg and the relative gain over the base model), ``table3.md`` / ``.tex`` (general representation: linear probes,
+VTAB groups, retrieval R@K), ``comparisons.md`` (paired differences with bootstrap CIs, McNemar and Holm-adjusted p
+for the pairs of :func:`~concrete_jungle.grid.comparison_pairs`, from ``data/<profile>/verdicts``), ``heldout.png``
+(held-out pair accuracy by concreteness bin), ``gradient_ratio.png`` (the logged ratio of each hard-negative run),
+``gradient_ratio_study.png`` (ratio vs N, Fig. 6), ``concreteness_gap.png`` (logit gap vs c_i, LOWESS, Fig. 4) and
+``table1.md``.
 """
 
 from analysis.dataset_stats import plot_concreteness_gap, table1_markdown
-from analysis.report import render_report
+from analysis.report import GRADIENT_RATIO_TSV, plot_gradient_ratio, plot_gradient_ratio_study
+from analysis.tables import comparisons_markdown, plot_heldout, read_results, read_verdicts, table2, table3
 from concrete_jungle.cli import clear_outputs, run_stage
-from concrete_jungle.grid import comparison_pairs, model_labels
+from concrete_jungle.grid import comparison_pairs, model_labels, train_metrics_dir
 from concrete_jungle.io import atomic_write, read_json
 from concrete_jungle.params import Params
 
-OUTPUTS = ("sugarcrepe.md", "gradient_ratio.png", "gradient_ratio_study.png", "table1.md", "concreteness_gap.png")
+OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
+           "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png")
+#: Bootstrap resamples of each paired CI in comparisons.md (percentile method, seeded).
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def _write(path, text: str) -> None:
+    with atomic_write(path) as fh:
+        fh.write(text)
 
 
 def render_reports(params: Params) -> dict:
     """Render every report of the profile; returns ``{name: path}``.
 
     Raises:
-        FileNotFoundError: a metrics file of a model in the grid is missing.
+        FileNotFoundError: a metrics file of the grid is missing (a gradient-ratio curve, the study, Table 1's
+            statistics).
     """
     import pandas as pd
 
-    clear_outputs(*(params.reports_dir / name for name in OUTPUTS))
+    out_dir = params.reports_dir
+    clear_outputs(*(out_dir / name for name in OUTPUTS))
     labels = model_labels(params)
-    evals = {lab: params.metrics_dir / "evaluate" / f"{lab}.json" for lab in labels}
+    results = read_results(params.metrics_dir / "evaluate", labels)
+    out = {}
+    for name, render in (("table2", table2), ("table3", table3)):
+        md, tex = render(results, labels)
+        _write(out_dir / f"{name}.md", md)
+        _write(out_dir / f"{name}.tex", tex)
+        out[name] = out_dir / f"{name}.md"
+    verdicts = read_verdicts(params.data_dir / "verdicts", labels)
+    _write(out_dir / "comparisons.md", comparisons_markdown(
+        verdicts, comparison_pairs(params), include=("sugarcrepe", "sugarcrepe_pp", "winoground", "heldout", "probe",
+                                                     "retrieval"),
+        n_resamples=BOOTSTRAP_RESAMPLES, method="percentile", seed=params.seed))
+    out["comparisons"] = out_dir / "comparisons.md"
+    out["heldout"] = plot_heldout(results.get("heldout", {}), out_dir / "heldout.png")
     hard = [lab for lab in labels if lab != "base" and lab not in params.train.baselines]
-    train_dirs = {lab: params.metrics_dir / "train" / lab for lab in hard}
-    out = render_report(evals, train_dirs, params.reports_dir,
-                        gradient_study=params.metrics_dir / "gradient_ratio.json",
-                        verdicts={lab: params.data_dir / "verdicts" / f"{lab}.json" for lab in labels},
-                        pairs=comparison_pairs(params))
-    table = table1_markdown({d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json")
-                             for d in params.concreteplant.datasets})
-    unit = "logit"
-    gaps = {}
-    for d in params.concreteplant.datasets:
-        df = pd.read_csv(params.metrics_dir / "dataset_stats" / f"{d}_gaps.csv")
-        if df["logit_gap"].isna().any():  # a reference model without a scalar logit scale: cosine gaps
-            unit = "cosine"
-        gaps[d] = df
+    out["gradient_ratio"] = plot_gradient_ratio({lab: train_metrics_dir(params, lab) / GRADIENT_RATIO_TSV
+                                                 for lab in hard}, out_dir / "gradient_ratio.png")
+    out["gradient_ratio_study"] = plot_gradient_ratio_study(read_json(params.metrics_dir / "gradient_ratio.json"),
+                                                            out_dir / "gradient_ratio_study.png")
+    datasets = params.concreteplant.datasets
+    _write(out_dir / "table1.md", "# Table 1: ConcreteBatch statistics\n\n" + table1_markdown(
+        {d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json") for d in datasets}))
+    out["table1"] = out_dir / "table1.md"
+    gaps = {d: pd.read_csv(params.metrics_dir / "dataset_gaps" / f"{d}.csv") for d in datasets}
+    unit = "cosine" if any(df["logit_gap"].isna().any() for df in gaps.values()) else "logit"  # no logit scale
     col = "logit_gap" if unit == "logit" else "cos_gap"
     out["concreteness_gap"] = plot_concreteness_gap(
         {d: {"c_i": df["c_i"].tolist(), "gap": df[col].tolist()} for d, df in gaps.items()},
-        params.reports_dir / "concreteness_gap.png", unit=unit)
-    out["table1"] = params.reports_dir / "table1.md"
-    with atomic_write(out["table1"]) as fh:
-        fh.write("# Table 1: ConcreteBatch statistics\n\n" + table)
+        out_dir / "concreteness_gap.png", unit=unit)
     return out
 
 

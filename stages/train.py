@@ -1,53 +1,66 @@
-"""DVC stages `train@<dataset>-<loss>`, `train_margin@<dataset>-<loss>` and `train_baseline@<loss>`: fine-tune the
-base model on one ConcreteBatch with one hard-negative loss (InfoNCE, NegCLIP, Cement, static / inverse margin;
-paper Sec. 2.3, 3.3), or on the corpus anchors without hard negatives (``--dataset corpus --loss clip``).
+"""DVC stages `train@<loss>`, `train_margin@<loss>` and `train_baseline@<loss>`: fine-tune the base model, one
+process a model family (:mod:`concrete_jungle.grid`): a hard-negative loss (InfoNCE, NegCLIP, Cement, static /
+inverse margin; paper Sec. 2.3, 3.3) on every ConcreteBatch of ``train.datasets``, or a baseline (``clip``) on the
+corpus anchors without hard negatives.
 
-Writes ``models/<p>/<label>/checkpoint.pt`` and dvclive logs in ``metrics/<p>/train/<label>``
-(:func:`~concrete_jungle.grid.model_label`).
+Writes ``models/<p>/<loss>/<dataset>/checkpoint.pt`` (``models/<p>/clip/checkpoint.pt`` for a baseline), the
+dvclive step curves in ``metrics/<p>/train/<loss>/<dataset>/plots`` (``metrics/<p>/train/clip/plots``) and the
+final logged values of every member in ``metrics/<p>/train/<loss>.json``. Held-out anchors
+(``corpus.heldout_fraction``) are never trained on.
 """
 
-from concrete_jungle.cli import run_stage
-from concrete_jungle.grid import model_label
-from concrete_jungle.io import read_jsonl
+from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
+from concrete_jungle.grid import family_members, model_dir, train_metrics_dir
+from concrete_jungle.io import read_jsonl, write_metrics
 from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, LOSSES, build_loss
 from concrete_jungle.params import Params
 
 
-def train_model(params: Params, dataset: str, loss: str) -> dict:
-    """Fine-tune ``models/<p>/base`` with ``loss`` (2N x 2N logits with hard negatives, N x N for ``clip``).
-    A killed run resumes from ``models/<p>/resume/<label>``; a concurrent second run of the same label fails.
+def train_family(params: Params, family: str) -> dict:
+    """Fine-tune ``models/<p>/base`` once per member of ``family`` (2N x 2N logits with hard negatives, N x N for
+    a baseline), one after another in this process. A killed run resumes from ``models/<p>/resume/<label>``; a
+    concurrent second run of the same model fails.
+
+    Returns:
+        ``{label: training summary}``.
 
     Raises:
-        ValueError: for a baseline loss on a ConcreteBatch or a hard-negative loss on the corpus; a base checkpoint
-            that is not marked complete; a ConcreteBatch record whose c_i is not a finite value in [1, 5].
+        ValueError: ``family`` is not in the grid; a base checkpoint that is not marked complete; a ConcreteBatch
+            record whose c_i is not a finite value in [1, 5].
     """
+    from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.checkpoints import load_model, save_checkpoint
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
     tp = params.train
-    label = model_label(dataset, loss)
-    hard = loss in HARD_NEGATIVE_LOSSES
-    if hard == (dataset == "corpus"):
-        raise ValueError(f"loss {loss!r} {'needs' if hard else 'takes no'} hard negatives: dataset {dataset!r} "
-                         f"{'has none' if hard else 'is a ConcreteBatch'}")
-    bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
-    preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
-    if hard:
-        batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
-        # losses without hard-negative images (NegCLIP) never decode them, so text-only ConcreteBatches work
-        ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=not tp.augment,
-                                  negative_images=LOSSES[loss].needs_hard_negative_images)
-    else:
-        records = read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")
-        ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
-                           cache=not tp.augment)
-    live_dir = params.metrics_dir / "train" / label
-    return train_contrastive(bundle, ds, build_loss(loss, params.margin.to_config()), tp, seed=params.seed,
-                             live_dir=live_dir, checkpoint_path=params.models_dir / label / "checkpoint.pt",
-                             params_dump=params.model_dump(), save_checkpoint=save_checkpoint, hard_negatives=hard,
-                             state_path=params.resume_state(label), keep_state=False)
+    # the decoded-input cache pays off over epochs in one process; DataLoader workers would each hold a copy
+    cache = not tp.augment and tp.num_workers == 0
+    out = {}
+    summary_file = params.metrics_dir / "train" / f"{family}.json"
+    clear_outputs(summary_file)
+    for label in family_members(params, family):
+        bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+        preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
+        if family in HARD_NEGATIVE_LOSSES:
+            dataset = label.split("-", 1)[0]
+            batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
+            # losses without hard-negative images (NegCLIP) never decode them, so text-only ConcreteBatches work
+            ds = ConcreteBatchDataset(batch, preprocess, bundle.tokenizer, cache=cache,
+                                      negative_images=LOSSES[family].needs_hard_negative_images)
+        else:
+            records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
+            ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
+                               cache=cache)
+        out[label] = train_contrastive(
+            bundle, ds, build_loss(family, params.margin.to_config()), tp, seed=params.seed,
+            live_dir=train_metrics_dir(params, label), checkpoint_path=model_dir(params, label) / "checkpoint.pt",
+            params_dump=params.sections("profile", "seed", "base_model", "train", "margin"), save_checkpoint=save_checkpoint,
+            hard_negatives=family in HARD_NEGATIVE_LOSSES, state_path=params.resume_state(label), keep_state=False)
+    write_metrics(summary_file, {label: pop_live_summary(train_metrics_dir(params, label))
+                                 for label in family_members(params, family)})
+    return out
 
 
 if __name__ == "__main__":
-    run_stage(__doc__, train_model, dataset={"choices": ["hc", "lc", "wo", "corpus"]},
-              loss={"choices": sorted(LOSSES)})
+    run_stage(__doc__, train_family, family={"choices": sorted(LOSSES),
+                                             "help": "a loss of train.losses / train.margin_losses, or a baseline"})

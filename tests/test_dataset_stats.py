@@ -316,10 +316,13 @@ def test_params_defaults_and_validation():
         DS.DatasetStatsParams(bertscore={"num_layers": float("inf")})
     with pytest.raises(ValidationError, match="reference_model"):
         DS.DatasetStatsParams(reference_model=" ")
-    with pytest.raises(ValidationError, match="no_such_arch"):
-        DS.DatasetStatsParams(dino={"model": "no_such_arch.dino"})
-    with pytest.raises(ValidationError, match=r"'test_vit.dinov9' is not a pretrained tag.*test_vit.r160_in1k"):
-        DS.DatasetStatsParams(dino={"model": "test_vit.dinov9"})
+    with pytest.raises(ValidationError, match="dino.model"):
+        DS.DatasetStatsParams(dino={"model": " "})
+    with pytest.raises(ValueError, match="dataset_stats.dino.model: timm knows no architecture 'no_such_arch'"):
+        DS.check_dino_model(DS.DinoParams(model="no_such_arch.dino"))
+    with pytest.raises(ValueError, match=r"'test_vit.dinov9' is not a pretrained tag.*test_vit.r160_in1k"):
+        DS.check_dino_model(DS.DinoParams(model="test_vit.dinov9"))
+    DS.check_dino_model(DS.DinoParams(model="vit_small_patch16_224.dino"))
     assert DS.DinoParams(model="vit_small_patch16_224.dino").model == "vit_small_patch16_224.dino"
 
 
@@ -329,7 +332,7 @@ def test_reference_checkpoint(tmp_path):
     ckpt.write_bytes(b"x")
     assert DS.reference_checkpoint("base", tmp_path) == ckpt
     assert DS.reference_checkpoint(str(ckpt), "elsewhere") == ckpt
-    with pytest.raises(FileNotFoundError, match=r"reference_model 'hc-cement'.*hc-cement/checkpoint\.pt"):
+    with pytest.raises(FileNotFoundError, match=r"^dataset_stats\.reference_model 'hc-cement'.*cement/hc/checkpoint\.pt"):
         DS.reference_checkpoint("hc-cement", tmp_path)
 
 

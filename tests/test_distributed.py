@@ -20,7 +20,7 @@ from concrete_jungle.distributed import (
     init_distributed,
     local_rows_loss,
 )
-from concrete_jungle.losses import MarginConfig, NegCLIPLoss, build_loss
+from concrete_jungle.losses import MarginConfig, NegCLIPLoss, build_loss, evaluate_loss, stats_to_floats
 
 W = 2  # processes
 N = 4  # anchors of the global batch (n = 2 a rank)
@@ -80,10 +80,11 @@ def _shard(batch: dict, rank: int, hard: bool) -> dict:
 
 
 def _call(loss_fn, out, batch, hard):
-    if hard:
-        return loss_fn(out["image_features"], out["text_features"], out["logit_scale"],
-                       concreteness=batch["concreteness"], hard_negative_valid=batch["valid"], output_dict=True)
-    return loss_fn(out["image_features"], out["text_features"], out["logit_scale"], output_dict=True)
+    """``(terms, stats as floats)`` of one process on the whole batch."""
+    terms, stats = evaluate_loss(loss_fn, out["image_features"], out["text_features"], out["logit_scale"],
+                                 hard_negatives=hard, concreteness=batch.get("concreteness"),
+                                 hard_negative_valid=batch.get("valid"), return_stats=True)
+    return terms, stats_to_floats(stats)
 
 
 # --------------------------------------------------------------------------------------------- no processes
@@ -167,6 +168,22 @@ def test_local_rows_average_to_the_global_loss_and_gradients(name):
     assert abs(parts[0].item() - parts[1].item()) > 1e-3  # the ranks' shares differ: the mean is not trivial
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+    if hard:  # the statistics' sums of the two row sets add up to the whole batch's statistics (no second forward)
+        from concrete_jungle.losses import STAT_SUM_NAMES, statistics_from_sums
+
+        sums = []
+        for r in range(W):
+            idx = global_row_index(r, N // W, W, hard)
+            loss_r, sums_r = local_rows_loss(loss_fn, img[idx], txt[idx], img, txt, raw_scale.exp(), idx,
+                                             hard_negatives=True, concreteness_all=C, valid_all=VALID,
+                                             return_stat_sums=True)
+            assert torch.equal(loss_r, parts[r])
+            sums.append(sums_r)
+        total = {k: sums[0][k] + sums[1][k] for k in STAT_SUM_NAMES}
+        got_stats = stats_to_floats(statistics_from_sums(total))
+        want = stats_to_floats(loss_fn(img, txt, raw_scale.exp(), return_stats=True, **kw)["stats"])
+        assert got_stats == pytest.approx(want, rel=1e-6, abs=1e-7)
+        assert got_stats["masked_hard_negatives"] == 1.0 and sums[0]["masked_pairs"].item() == 1.0  # pair 1: rank 0
 
 
 # ------------------------------------------------------------------------------------------------ 2 processes
@@ -190,22 +207,23 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         out = model(local["images"], local["texts"])
         out["image_features"].retain_grad()
         out["text_features"].retain_grad()
-        losses = distributed_contrastive_loss(
+        got = distributed_contrastive_loss(
             loss_fn, out["image_features"], out["text_features"], out["logit_scale"], ctx, hard_negatives=hard,
             mode=mode, concreteness=local.get("concreteness"), hard_negative_valid=local.get("valid"),
-            compute_stats=True)
-        total = sum(losses.values())
+            return_stats=True)
+        total = sum(got["losses"].values())
         total.backward()
         res = {"loss": all_reduce_mean(total.detach(), ctx),
                "param_grads": {k: p.grad.clone() for k, p in model.module.named_parameters()},
                "img_grad": out["image_features"].grad.clone(), "txt_grad": out["text_features"].grad.clone(),
-               "stats": dict(getattr(loss_fn, "stats", {}))}
+               "stats": stats_to_floats(got["stats"])}
         # one whole optimisation step through the trainer's train_step (clipping engaged)
         model = DDP(ToyClip())
         opt = torch.optim.AdamW(model.parameters(), lr=0.05, weight_decay=0.1)
         step = train_step(model, local, loss_fn, opt, lr=0.05, step=0, hard_negatives=hard, grad_clip=0.5, ctx=ctx,
-                          distributed_loss=mode)
+                          distributed_loss=mode, return_stats=True)
         res["step_loss"], res["step_grad_norm"] = step["loss"], step["grad_norm"]
+        res["step_stats"] = stats_to_floats(step["stats"])
         res["params_after_step"] = {k: p.detach().clone() for k, p in model.module.named_parameters()}
         results[(name, mode)] = res
     # negative control: gathering without the rearrangement ([a_0; h_0; a_1; h_1]) breaks the pairing
@@ -236,11 +254,11 @@ def _reference(name: str):
     out = model(batch["images"], batch["texts"])
     out["image_features"].retain_grad()
     out["text_features"].retain_grad()
-    total = sum(_call(loss_fn, out, batch, hard).values())
+    terms, stats = _call(loss_fn, out, batch, hard)
+    total = sum(terms.values())
     total.backward()
     ref = {"loss": total.detach(), "param_grads": {k: p.grad.clone() for k, p in model.named_parameters()},
-           "img_grad": out["image_features"].grad, "txt_grad": out["text_features"].grad,
-           "stats": dict(getattr(loss_fn, "stats", {}))}
+           "img_grad": out["image_features"].grad, "txt_grad": out["text_features"].grad, "stats": stats}
     from concrete_jungle.training import train_step
 
     model = ToyClip()
@@ -269,10 +287,12 @@ def test_two_gloo_processes_equal_one_process(two_process_results, name, mode):
         assert got["img_grad"].shape[0] == len(image_rows)
         torch.testing.assert_close(got["img_grad"] / W, ref["img_grad"][image_rows], rtol=1e-5, atol=1e-7)
         torch.testing.assert_close(got["txt_grad"] / W, ref["txt_grad"][rows], rtol=1e-5, atol=1e-7)
-        if rank == 0:  # statistics of the global batch (gradient ratio over valid pairs, logit gap, ...)
-            assert got["stats"].keys() == ref["stats"].keys()
+        # every rank returns the statistics of the global batch (gradient ratio over valid pairs, logit gap, ...):
+        # global mode from its global logits, local mode from the all-reduced sums of the ranks' rows
+        for stats in (got["stats"], got["step_stats"]):
+            assert stats.keys() == ref["stats"].keys()
             for k, v in ref["stats"].items():
-                assert got["stats"][k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
+                assert stats[k] == pytest.approx(v, rel=1e-5, abs=1e-6), k
         torch.testing.assert_close(got["step_loss"], ref["step_loss"], rtol=1e-5, atol=0)
         torch.testing.assert_close(got["step_grad_norm"], ref["step_grad_norm"], rtol=1e-5, atol=0)
         assert ref["step_grad_norm"] > 0.5  # clipping was active

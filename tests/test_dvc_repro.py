@@ -17,11 +17,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Only sizes shrink; everything else is the committed params.yaml.
 SHRINK = {
-    "corpus": {"n_scenes": 240},
+    "corpus": {"n_scenes": 240, "heldout_fraction": 0.1},
     "benchmark": {"n_per_subset": 12},
     "base_model": {"epochs": 1, "batch_size": 32, "log_every": 2},
     "train": {"batch_size": 16, "max_steps": 3, "log_every": 1},
-    "evaluate": {"batch_size": 64},
+    "evaluate": {"batch_size": 64, "winoground": {"n_items": 12}, "retrieval": {"sets": {"world": {"n_images": 20}}},
+                 "probe": {"train_size": 40, "val_size": 10, "Cs": [0.1, 1.0]}},
     "dataset_stats": {"max_records": 24, "batch_size": 24},
     "gradient_ratio": {"batch_sizes": [4, 16], "max_pairs": 64, "n_batches": 2},
 }
@@ -71,7 +72,10 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     work.mkdir()
     _copy_repo(work)
     params = yaml.safe_load((work / "params.yaml").read_text())
-    (work / "params.yaml").write_text(yaml.safe_dump(_deep_update(params, SHRINK), sort_keys=False))
+    params = _deep_update(params, SHRINK)
+    for task in params["evaluate"]["probe"]["tasks"].values():
+        task["test_size"] = 20
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     load_params(work / "params.yaml")  # the shrunken config is still valid
     _run(["git", "init", "-q"], work)
     _run(["git", "add", "-A"], work)
@@ -83,15 +87,30 @@ def test_dvc_repro_world_end_to_end(tmp_path):
                                          for loss in t["losses"] + t["margin_losses"]]
     subsets = {"add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj"}
     for label in labels:
-        res = json.loads((work / "metrics/world/evaluate" / f"{label}.json").read_text())
-        assert set(res["subsets"]) == subsets
-        assert 0.0 <= res["macro_accuracy"] <= 1.0
-        assert res["n_items"] == 12 * 7
+        res = json.loads((work / "metrics/world/evaluate/sugarcrepe" / f"{label}.json").read_text())
+        assert res["available"] and set(res["metrics"]["subsets"]) == subsets
+        assert 0.0 <= res["metrics"]["macro_accuracy"] <= 1.0 and res["n"]["all"] == 12 * 7
+        pp = json.loads((work / "metrics/world/evaluate/sugarcrepe_pp" / f"{label}.json").read_text())
+        assert not pp["available"] and "sugarcrepe_pp" in pp["reason"]
+        wino = json.loads((work / "metrics/world/evaluate/winoground" / f"{label}.json").read_text())
+        assert wino["n"]["items"] == 12 and 0 <= wino["metrics"]["group"] <= wino["metrics"]["text"] <= 1
+        ret = json.loads((work / "metrics/world/evaluate/retrieval" / f"{label}.json").read_text())
+        assert 0 <= ret["metrics"]["world"]["i2t"]["R@1"] <= ret["metrics"]["world"]["i2t"]["R@5"] <= 1
+        probe = json.loads((work / "metrics/world/evaluate/probe" / f"{label}.json").read_text())
+        assert set(probe["metrics"]["tasks"]) == set(params["evaluate"]["probe"]["tasks"])
+        held = json.loads((work / "metrics/world/evaluate/heldout" / f"{label}.json").read_text())
+        assert set(held["metrics"]) <= set(params["concreteplant"]["datasets"]) and held["metrics"]
     for d in params["concreteplant"]["datasets"]:
         stats = json.loads((work / f"metrics/world/concreteplant/{d}.json").read_text())
         assert stats["n_kept"] > 0.5 * stats["n_anchors"], stats
-    table = (work / "reports/world/sugarcrepe.md").read_text()
-    assert all(label in table for label in labels)
+        heldout = {json.loads(line)["anchor_id"] for line in
+                   (work / f"data/world/concreteplant/{d}/heldout.jsonl").read_text().splitlines()}
+        trained = {json.loads(line)["anchor_id"] for line in
+                   (work / f"data/world/concreteplant/{d}/concretebatch.jsonl").read_text().splitlines()}
+        assert heldout and not heldout & trained  # held-out anchors are never trained on
+    table = (work / "reports/world/table2.md").read_text()
+    assert all(label in table for label in labels) and "M.Avg" in table
+    assert "M.Avg" in (work / "reports/world/table3.md").read_text()
     assert (work / "reports/world/gradient_ratio.png").stat().st_size > 1000
     assert (work / "reports/world/gradient_ratio_study.png").stat().st_size > 1000
     study = json.loads((work / "metrics/world/gradient_ratio.json").read_text())
@@ -119,24 +138,27 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     changed = yaml.safe_load((work / "params.yaml").read_text())
     changed["margin"]["tau"] = 0.3
     (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-    margin_runs = {f"train_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
-    assert _stale(work) == margin_runs | {"gradient_ratio"}
+    assert _stale(work) == {f"train_margin@{loss}" for loss in t["margin_losses"]} | {"gradient_ratio"}
     _run(["git", "checkout", "--", "params.yaml", "pipelines/real/params.yaml"], work)
 
-    # 3. an evaluation module: only the stages that run it (benchmark preparation and scoring)
+    # 3. one suite's params: only that suite's scoring (then the report)
+    changed = yaml.safe_load((work / "params.yaml").read_text())
+    changed["evaluate"]["retrieval"]["ks"] = [1, 2]
+    (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert _stale(work) == {"score_retrieval"}
+    _run(["git", "checkout", "--", "params.yaml"], work)
+
+    # 4. an evaluation module: only the stages that run it (benchmark preparation and scoring)
     module = work / "src/concrete_jungle/evaluation/sugarcrepe_pp.py"
     module.write_text(module.read_text() + "\n# an edit\n")
-    evaluations = {"evaluate_base", *(f"evaluate_baseline@{b}" for b in t["baselines"])} | {
-        f"evaluate@{d}-{loss}" for d in t["datasets"] for loss in t["losses"]} | {
-        f"evaluate_margin@{d}-{loss}" for d in t["datasets"] for loss in t["margin_losses"]}
-    assert _stale(work) == evaluations | {"benchmark"}
+    assert _stale(work) == {"benchmark", "score_benchmark"}
     ran = _run(["dvc", "repro"], work)
     ran_stages = {line.split("'")[1] for line in ran.splitlines() if line.startswith("Running stage")}
-    assert ran_stages == evaluations | {"benchmark"}, ran  # same outputs: the report is not re-run
+    assert ran_stages == {"benchmark", "score_benchmark"}, ran  # same outputs: no encoding, no report
     _run(["git", "checkout", "--", "src/concrete_jungle/evaluation/sugarcrepe_pp.py"], work)
     _run(["dvc", "repro"], work)
 
-    # 4. byte-identical outputs wherever the clone lives: re-make corpus and base model in another folder
+    # 5. byte-identical outputs wherever the clone lives: re-make corpus and base model in another folder
     other = tmp_path / "elsewhere" / "clone"
     shutil.copytree(work, other, symlinks=True)
 

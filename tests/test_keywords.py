@@ -176,7 +176,9 @@ LONG_VISIBLE_END = len(" ".join(LONG_WORDS[:75]))  # = 303 characters
 
 @pytest.fixture(scope="module")
 def clip_tokenizer():
-    return kw._clip_tokenizer()
+    from concrete_jungle.concreteplant import context
+
+    return context._clip_tokenizer()
 
 
 def test_long_caption_premise(clip_tokenizer):
@@ -214,7 +216,7 @@ def test_context_end_exact_path_for_other_text(clip_tokenizer):
         nxt = next(m.end() for m in clip_tokenizer.pat.finditer(text) if m.end() > end)
         assert len(clip_tokenizer.encode(text[:nxt])) > 75  # the next word piece would not fit
     # plain text: the fast per-piece path agrees with the exact path
-    rule = kw._ContextRule(77)
+    rule = kw.ContextRule(77)
     for text in (LONG_CAPTION, LONG_CAPTION.replace("dog", "dog's t-shirt, 3D"), "x" * 300):
         assert rule._plain_end(clip_tokenizer, text) == rule._exact_end(clip_tokenizer, text)
 

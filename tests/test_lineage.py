@@ -26,10 +26,13 @@ def test_code_deps_are_the_import_closure():
     assert {"stages/train.py", "src/concrete_jungle/losses.py", "src/concrete_jungle/training.py",
             "src/concrete_jungle/models/checkpoints.py", "src/concrete_jungle/models/build.py",
             "src/concrete_jungle/model_configs", "src/concrete_jungle/params.py"} <= set(train)
-    assert not [d for d in train if "/evaluation/" in d or d.startswith(("analysis/", "stages/evaluate"))]
-    evaluate = lineage.code_deps("stages/evaluate.py")
-    assert "src/concrete_jungle/evaluation/sugarcrepe_pp.py" in evaluate
-    assert not [d for d in evaluate if d.endswith(("losses.py", "training.py", "lexical.py"))]
+    assert not [d for d in train if "/evaluation/" in d or d.startswith(("analysis/", "stages/embed"))]
+    embed = lineage.code_deps("stages/embed.py")
+    assert {"src/concrete_jungle/evaluation/embed.py", "src/concrete_jungle/models/encoding.py"} & set(embed)
+    assert not [d for d in embed if d.endswith(("losses.py", "training.py", "lexical.py", "sugarcrepe_pp.py"))]
+    bench = lineage.code_deps("stages/benchmark.py")  # prepare and score SugarCrepe / SugarCrepe++: no model code
+    assert "src/concrete_jungle/evaluation/sugarcrepe_pp.py" in bench
+    assert not [d for d in bench if "/models/" in d or d.endswith(("losses.py", "training.py"))]
     plant = lineage.code_deps("stages/concreteplant.py")
     assert "src/concrete_jungle/concreteplant/lexicon/opposites.yaml" in plant  # data the lexical rewriter reads
     assert "src/concrete_jungle/models/build.py" not in plant
@@ -43,7 +46,7 @@ def test_params_are_tracked_by_key():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for name, st in stages.items():
         for key in st.get("do", st)["params"]:
-            assert "." in key or key == "seed", f"{name} tracks a whole section: {key}"
+            assert "." in key or key in ("seed", "profile"), f"{name} tracks a whole section: {key}"
 
 
 def test_real_stages_depend_on_their_source_data():
@@ -52,7 +55,12 @@ def test_real_stages_depend_on_their_source_data():
     assert "../shared/data/coco/val2017" in stages["corpus"]["deps"]
     assert {"../shared/data/sugarcrepe", "../shared/data/sugarcrepe_pp"} <= set(stages["benchmark"]["deps"])
     assert stages["corpus"]["params"] == [{"pipelines/real/params.yaml": [
-        "corpus.source", "corpus.coco.captions", "corpus.coco.images", "corpus.coco.exclude_filenames"]}]
+        "profile", "corpus.source", "corpus.coco.captions", "corpus.coco.images", "corpus.coco.exclude_filenames",
+        "seed", "corpus.heldout_fraction", "corpus.exclude.sugarcrepe", "corpus.exclude.sugarcrepe_pp",
+        "corpus.exclude.karpathy_coco", "corpus.exclude.karpathy_flickr30k", "corpus.exclude.filenames"]}]
+    assert {"../shared/data/sugarcrepe", "../shared/data/sugarcrepe_pp"} <= set(stages["corpus"]["deps"])
+    # the stages that decode anchor images depend on the real corpus' image folders
+    assert {"../shared/data/coco/val2017", "../shared/data/coco/train2017"} <= set(stages["base_model"]["deps"])
 
 
 def test_lock_coherence_names_a_stage_made_from_another_upstream(tmp_path):

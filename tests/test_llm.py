@@ -14,6 +14,7 @@ import torch
 
 from concrete_jungle.concreteplant import llm as llm_mod
 from concrete_jungle.concreteplant.llm import TransformersRewriter, VLLMRewriter
+from concrete_jungle.concreteplant.rewriters import build_rewriter
 from concrete_jungle.concreteplant.rewrite import (
     A2_EXAMPLES,
     A2_PROMPT,
@@ -21,7 +22,6 @@ from concrete_jungle.concreteplant.rewrite import (
     Rewriter,
     RewriterParams,
     build_prompt,
-    build_rewriter,
     format_examples,
     request_prompt,
     retry_seed,

@@ -21,11 +21,14 @@ from concrete_jungle.losses import (
     NegCLIPLoss,
     StaticMarginLoss,
     build_loss,
+    evaluate_loss,
     fermi_dirac_margin,
     get_logits,
     hard_negative_gradient_ratio,
     hard_negative_index,
     inverse_fermi_dirac_margin,
+    statistics_from_sums,
+    stats_to_floats,
 )
 
 TWO_N_LOSSES = ["infonce", "cement", "static_margin", "inverse_margin"]
@@ -37,6 +40,12 @@ def _normed(rows, d, seed=0, dtype=torch.float32):
     img = F.normalize(torch.randn(rows, d, generator=g, dtype=torch.float64), dim=-1).to(dtype)
     txt = F.normalize(torch.randn(rows, d, generator=g, dtype=torch.float64), dim=-1).to(dtype)
     return img, txt
+
+
+def _stats(out):
+    """The statistics of a ``return_stats=True`` call as floats."""
+    assert set(out) == {"losses", "stats"}
+    return stats_to_floats(out["stats"])
 
 
 def _ce(pos, neg):
@@ -65,8 +74,8 @@ def test_margins_at_c_tilde_and_one_unit_either_side(cfg, c, cement, inverse):
     for name, expected in (("cement", cement), ("inverse_margin", inverse)):
         loss_fn = build_loss(name, cfg)
         for ci, m in zip(c, expected):
-            loss_fn(*_normed(2, 3), 10.0, concreteness=ci.reshape(1))
-            assert loss_fn.stats["margin_mean"] == pytest.approx(m, abs=1e-6)
+            st = _stats(loss_fn(*_normed(2, 3), 10.0, concreteness=ci.reshape(1), return_stats=True))
+            assert st["margin_mean"] == pytest.approx(m, abs=1e-6)
 
 
 def test_margin_follows_float64_concreteness():
@@ -121,18 +130,22 @@ def test_negclip_and_stats_by_hand_n1():
     """The shared path in both layouts on the N = 1 batch: NegCLIP keeps I2T row v1 [10, 6] and T2I row t1 [10]
     (anchor image only: a one-column softmax, loss 0); the 2N layout logs the gap before the margin."""
     neg = NegCLIPLoss()
-    loss = neg(N1_IMG, N1_TXT, 10.0)["contrastive_loss"].item()
+    out = neg(N1_IMG, N1_TXT, 10.0, return_stats=True)
+    loss = out["losses"]["contrastive_loss"].item()
     assert loss == pytest.approx(_ce(10, 6) / 2, rel=1e-5) and loss == pytest.approx(0.0090750, abs=1e-7)  # float32
+    assert loss == neg(N1_IMG, N1_TXT, 10.0)["contrastive_loss"].item()  # the same number without statistics
     # one negative per row (the hard one): all of the push goes to it
-    assert neg.stats == pytest.approx({"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 0.0,
-                                       "logit_gap": 4.0, "masked_hard_negatives": 0.0}, abs=1e-6)
+    assert _stats(out) == pytest.approx({"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 0.0,
+                                         "logit_gap": 4.0, "masked_hard_negatives": 0.0}, abs=1e-6)
     static = StaticMarginLoss(MarginConfig(static=1.0))
-    static(N1_IMG, N1_TXT, 10.0)
     # I2T gaps before the margin: v1 10 - 6, v1' 8 - 0
-    assert static.stats == pytest.approx({"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 1.0,
-                                          "logit_gap": 6.0, "masked_hard_negatives": 0.0}, abs=1e-6)
-    masked = neg(N1_IMG, N1_TXT, 10.0, hard_negative_valid=torch.tensor([False]))["contrastive_loss"]
-    assert masked.item() == 0.0 and neg.stats["gradient_ratio"] == 0.0 and neg.stats["masked_hard_negatives"] == 1.0
+    assert _stats(static(N1_IMG, N1_TXT, 10.0, return_stats=True)) == pytest.approx(
+        {"gradient_ratio": 1.0, "easy_negative_share": 0.0, "margin_mean": 1.0, "logit_gap": 6.0,
+         "masked_hard_negatives": 0.0}, abs=1e-6)
+    masked = neg(N1_IMG, N1_TXT, 10.0, hard_negative_valid=torch.tensor([False]), return_stats=True)
+    st = _stats(masked)
+    assert masked["losses"]["contrastive_loss"].item() == 0.0
+    assert st["gradient_ratio"] == 0.0 and st["masked_hard_negatives"] == 1.0
 
 
 def test_one_forward_path_for_every_loss():
@@ -158,9 +171,10 @@ def test_zero_margin_equals_infonce(name, cfg):
     grads = []
     for fn in (InfoNCELoss(), build_loss(name, cfg)):
         i, t = img.clone().requires_grad_(True), txt.clone().requires_grad_(True)
-        out = fn(i, t, 30.0, concreteness=c, hard_negative_valid=valid)["contrastive_loss"]
+        res = fn(i, t, 30.0, concreteness=c, hard_negative_valid=valid, return_stats=True)
+        out = res["losses"]["contrastive_loss"]
         out.backward()
-        grads.append((out.detach(), i.grad, t.grad, fn.stats["gradient_ratio"]))
+        grads.append((out.detach(), i.grad, t.grad, _stats(res)["gradient_ratio"]))
     (a, ai, at, ar), (b, bi, bt, br) = grads
     assert torch.allclose(a, b, atol=1e-6) and torch.allclose(ai, bi, atol=1e-6) and torch.allclose(at, bt, atol=1e-6)
     assert ar == pytest.approx(br, abs=1e-6)
@@ -216,8 +230,10 @@ def test_clip_is_open_clip_cliploss_over_anchors():
     labels = torch.arange(5)
     by_hand = (F.cross_entropy(15.0 * img @ txt.T, labels) + F.cross_entropy(15.0 * txt @ img.T, labels)) / 2
     assert out.item() == pytest.approx(ref.item(), rel=1e-6) and out.item() == pytest.approx(by_hand.item(), rel=1e-6)
-    assert ours.stats == {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
-                          "masked_hard_negatives": 0.0}
+    with_stats = ours(img, txt, 15.0, return_stats=True)
+    assert torch.equal(with_stats["losses"]["contrastive_loss"], out)
+    assert _stats(with_stats) == {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
+                                  "masked_hard_negatives": 0.0}
     # the uniform call works; a 2N ConcreteBatch passed with its N c_i is caught
     ours(img, txt, 15.0, concreteness=torch.full((5,), 3.0), hard_negative_valid=torch.ones(5, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"clip \(anchors only"):
@@ -248,19 +264,21 @@ def test_forward_equals_reference_from_separate_logits(name):
     valid = torch.tensor([True, False, True, True, True, True])
     fn = build_loss(name, MarginConfig(m_min=-1.0, m_max=3.0, c_tilde=3.5, tau=0.5, static=1.5))
     i1, t1 = img.clone().requires_grad_(True), txt.clone().requires_grad_(True)
-    fast = fn(i1, t1, 25.0, concreteness=c, hard_negative_valid=valid)["contrastive_loss"]
+    res = fn(i1, t1, 25.0, concreteness=c, hard_negative_valid=valid, return_stats=True)
+    fast = res["losses"]["contrastive_loss"]
     fast.backward()
-    fast_stats = dict(fn.stats)
+    fast_stats = _stats(res)
     i2, t2 = img.clone().requires_grad_(True), txt.clone().requires_grad_(True)
     if name == "negclip":
         li, lt = 25.0 * i2[:n] @ t2.T, 25.0 * t2[:n] @ i2[:n].T
     else:
         li, lt = 25.0 * i2 @ t2.T, 25.0 * t2 @ i2.T
-    ref = fn.loss_from_logits(li, lt, concreteness=c, hard_negative_valid=valid)["contrastive_loss"]
+    ref_res = fn.loss_from_logits(li, lt, concreteness=c, hard_negative_valid=valid, return_stats=True)
+    ref = ref_res["losses"]["contrastive_loss"]
     ref.backward()
     assert fast.item() == pytest.approx(ref.item(), rel=1e-12)
     assert torch.allclose(i1.grad, i2.grad, atol=1e-12) and torch.allclose(t1.grad, t2.grad, atol=1e-12)
-    assert fast_stats == pytest.approx(fn.stats, abs=1e-12)
+    assert fast_stats == pytest.approx(_stats(ref_res), abs=1e-12)
     assert fast_stats["masked_hard_negatives"] == 1.0
 
 
@@ -285,7 +303,9 @@ def test_logged_gradient_ratio_equals_autograd_ratio(name):
     i_shape, t_shape = ((n, 2 * n), (n, n)) if name == "negclip" else ((2 * n, 2 * n), (2 * n, 2 * n))
     li = (8.0 * torch.randn(i_shape, generator=g, dtype=torch.float64)).requires_grad_(True)
     lt = (8.0 * torch.randn(t_shape, generator=g, dtype=torch.float64)).requires_grad_(True)
-    fn.loss_from_logits(li, lt, concreteness=c, hard_negative_valid=valid)["contrastive_loss"].backward()
+    res = fn.loss_from_logits(li, lt, concreteness=c, hard_negative_valid=valid, return_stats=True)
+    res["losses"]["contrastive_loss"].backward()
+    st = _stats(res)
     hard, easy = [], []
     directions = [li.grad] if name == "negclip" else [li.grad, lt.grad]
     for grad in directions:
@@ -299,9 +319,9 @@ def test_logged_gradient_ratio_equals_autograd_ratio(name):
             hard.append(grad[r, h].item() / pull)
             easy.append((grad[r].sum() - grad[r, r] - grad[r, h]).item() / pull)
     assert len(hard) == (n - 1) * len(directions) * (1 if name == "negclip" else 2)
-    assert fn.stats["gradient_ratio"] == pytest.approx(sum(hard) / len(hard), abs=1e-9)
-    assert fn.stats["easy_negative_share"] == pytest.approx(sum(easy) / len(easy), abs=1e-9)
-    assert 0.0 < fn.stats["gradient_ratio"] < 1.0
+    assert st["gradient_ratio"] == pytest.approx(sum(hard) / len(hard), abs=1e-9)
+    assert st["easy_negative_share"] == pytest.approx(sum(easy) / len(easy), abs=1e-9)
+    assert 0.0 < st["gradient_ratio"] < 1.0
 
 
 def test_gradient_ratio_keeps_precision_when_the_positive_dominates():
@@ -322,8 +342,7 @@ def test_positive_margin_raises_and_inverse_margin_lowers_gradient_ratio():
     ratios = {}
     for name in ("infonce", "cement", "inverse_margin", "static_margin"):
         fn = build_loss(name)
-        fn(img, txt, 30.0, concreteness=c)
-        ratios[name] = fn.stats["gradient_ratio"]
+        ratios[name] = _stats(fn(img, txt, 30.0, concreteness=c, return_stats=True))["gradient_ratio"]
     assert ratios["inverse_margin"] < ratios["infonce"] < ratios["static_margin"] < ratios["cement"]
 
 
@@ -340,10 +359,11 @@ def test_masked_hard_negative_gets_exactly_zero_gradient(name):
     for valid, expect_zero in ((torch.tensor([True, True, False, True]), True), (None, False)):
         v = img.clone().requires_grad_(True)
         fn = build_loss(name)
-        fn(v, txt, 10.0, concreteness=c, hard_negative_valid=valid)["contrastive_loss"].backward()
+        res = fn(v, txt, 10.0, concreteness=c, hard_negative_valid=valid, return_stats=True)
+        res["losses"]["contrastive_loss"].backward()
         for row, col in entries:
             assert (v.grad[row, col].item() == 0.0) == expect_zero, (row, col, v.grad[row, col].item())
-        assert fn.stats["masked_hard_negatives"] == (1.0 if expect_zero else 0.0)
+        assert _stats(res)["masked_hard_negatives"] == (1.0 if expect_zero else 0.0)
 
 
 def test_masked_pair_equals_dropping_its_hard_negative_entries():
@@ -362,19 +382,20 @@ def test_stats_exclude_masked_pairs():
     img, txt = _normed(6, 8, seed=9)
     c = torch.tensor([5.0, 3.0, 4.0])
     fn = CementLoss(WIDE)
-    fn(img, txt, 10.0, concreteness=c, hard_negative_valid=torch.tensor([False, True, True]))
-    assert fn.stats["margin_mean"] == pytest.approx((-0.9242343 + 0.0) / 2, abs=1e-6)
+    st = _stats(fn(img, txt, 10.0, concreteness=c, hard_negative_valid=torch.tensor([False, True, True]),
+                   return_stats=True))
+    assert st["margin_mean"] == pytest.approx((-0.9242343 + 0.0) / 2, abs=1e-6)
     logits = 10.0 * img @ txt.T
     gaps = [(logits[r, r] - logits[r, (r + 3) % 6]).item() for r in (1, 2, 4, 5)]
-    assert fn.stats["logit_gap"] == pytest.approx(sum(gaps) / 4, abs=1e-5)
+    assert st["logit_gap"] == pytest.approx(sum(gaps) / 4, abs=1e-5)
 
 
 def test_stats_when_every_hard_negative_is_masked():
     img, txt = _normed(6, 8, seed=5)
     loss_fn = InfoNCELoss()
-    out = loss_fn(img, txt, 100.0, hard_negative_valid=torch.zeros(3, dtype=torch.bool))["contrastive_loss"]
-    assert torch.isfinite(out)
-    assert loss_fn.stats == {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0, "logit_gap": 0.0,
+    res = loss_fn(img, txt, 100.0, hard_negative_valid=torch.zeros(3, dtype=torch.bool), return_stats=True)
+    assert torch.isfinite(res["losses"]["contrastive_loss"])
+    assert _stats(res) == {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0, "logit_gap": 0.0,
                              "masked_hard_negatives": 3.0}
 
 
@@ -386,7 +407,8 @@ def test_call_used_by_training_and_gradient_ratio_study():
     with torch.no_grad():
         static = build_loss("static_margin", dataclasses.replace(MarginConfig(), static=2.0))
         b = static(img, txt, 12.0, concreteness=c)
-    assert set(a) == set(b) == {"contrastive_loss"} and static.stats["margin_mean"] == 2.0
+        st = _stats(static(img, txt, 12.0, concreteness=c, return_stats=True))
+    assert set(a) == set(b) == {"contrastive_loss"} and st["margin_mean"] == 2.0
 
 
 # ------------------------------------------------------------------------------------------------ errors
@@ -418,3 +440,79 @@ def test_errors_name_the_problem():
         with pytest.raises(ValueError, match=match):
             call()
     CementLoss()(img, txt, 10.0, concreteness=c)  # the same inputs with valid c_i pass
+
+
+# ------------------------------------------------------------------------------------------------ stateless API
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_losses_are_stateless_and_stats_only_when_asked(name):
+    """No batch leaves anything on the module; the same call with and without ``return_stats`` gives the same loss
+    bits; the statistics of one batch do not depend on an earlier call."""
+    from concrete_jungle.losses import STAT_NAMES
+
+    hard = name != "clip"
+    img, txt = _normed(8 if hard else 4, 6, seed=13)
+    kw = {"concreteness": torch.tensor([2.0, 3.0, 4.0, 5.0]), "hard_negative_valid": torch.tensor(
+        [True, False, True, True])} if hard else {}
+    fn = build_loss(name, MarginConfig())
+    before = set(vars(fn))
+    plain = fn(img, txt, 20.0, **kw)
+    first = fn(img, txt, 20.0, return_stats=True, **kw)
+    other = fn(*_normed(8 if hard else 4, 6, seed=14), 20.0, return_stats=True, **kw)
+    again = fn(img, txt, 20.0, return_stats=True, **kw)
+    assert set(vars(fn)) == before and not hasattr(fn, "stats")
+    assert set(plain) == {"contrastive_loss"} and set(first) == {"losses", "stats"}
+    assert torch.equal(plain["contrastive_loss"], first["losses"]["contrastive_loss"])
+    assert _stats(first) == _stats(again) != _stats(other) or not hard
+    assert set(first["stats"]) == (set(STAT_NAMES) if hard else set(STAT_NAMES) - {"logit_gap"})
+    assert all(isinstance(v, torch.Tensor) and v.ndim == 0 and not v.requires_grad for v in first["stats"].values())
+    with pytest.raises(ValueError, match="return_stats=True returns a dict"):
+        fn(img, txt, 20.0, output_dict=False, return_stats=True, **kw)
+
+
+def test_evaluate_loss_takes_open_clip_cliploss_and_plain_callables():
+    img, txt = _normed(4, 5, seed=15)
+    terms, stats = evaluate_loss(ClipLoss(), img, txt, 10.0, hard_negatives=False, return_stats=True)
+    assert stats is None and terms["contrastive_loss"].item() == pytest.approx(
+        ClipFineTuneLoss()(img, txt, 10.0)["contrastive_loss"].item(), rel=1e-7)
+    terms, stats = evaluate_loss(InfoNCELoss(), img, txt, 10.0, hard_negatives=True, return_stats=True)
+    # 2N = 4: InfoNCE's statistics with no mask: masked 0, margin 0
+    assert stats_to_floats(stats)["masked_hard_negatives"] == 0.0 and stats_to_floats(stats)["margin_mean"] == 0.0
+    seen = {}
+
+    def custom(i, t, s, **kw):
+        seen.update(kw)
+        return {"contrastive_loss": (i * t).sum()}
+
+    terms, stats = evaluate_loss(custom, img, txt, 10.0, hard_negatives=True, concreteness=None,
+                                 hard_negative_valid=None, return_stats=True)
+    assert stats is None and set(seen) == {"concreteness", "hard_negative_valid", "output_dict"}
+
+
+def test_statistics_from_sums_by_hand():
+    """ratio 1.5 / 3 rows = 0.5, gap 6 / 2 = 3, margin 1 / 2 = 0.5, 1 pair masked; empty counts give 0."""
+    t = torch.tensor
+    s = statistics_from_sums({"ratio_sum": t(1.5), "ratio_rows": t(3.0), "gap_sum": t(6.0), "gap_rows": t(2.0),
+                              "margin_sum": t(1.0), "margin_pairs": t(2.0), "masked_pairs": t(1.0)})
+    assert stats_to_floats(s) == {"gradient_ratio": 0.5, "easy_negative_share": 0.5, "margin_mean": 0.5,
+                                  "logit_gap": 3.0, "masked_hard_negatives": 1.0}
+    empty = statistics_from_sums({k: t(0.0) for k in ("ratio_sum", "ratio_rows", "gap_sum", "gap_rows",
+                                                      "margin_sum", "margin_pairs", "masked_pairs")})
+    assert stats_to_floats(empty) == {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
+                                      "logit_gap": 0.0, "masked_hard_negatives": 0.0}
+
+
+def test_gradient_ratio_study_reads_the_returned_statistics():
+    from concrete_jungle.gradient_ratio import gradient_ratio_study, study_losses
+
+    g = torch.Generator().manual_seed(16)
+    emb = [F.normalize(torch.randn(6, 8, generator=g), dim=-1) for _ in range(4)]
+    c = torch.tensor([1.5, 2.5, 3.5, 4.0, 4.5, 5.0])
+    losses = study_losses(MarginConfig(), [1.0])
+    res = gradient_ratio_study(*emb, c, 20.0, [4, 10], losses, n_batches=1, seed=0)
+    assert res["skipped"] == {"10": "only 6 pairs available"} and len(res["rows"]) == 3
+    idx = torch.from_numpy(__import__("numpy").random.default_rng(0).choice(6, size=4, replace=False))
+    direct = stats_to_floats(losses["infonce"](torch.cat([emb[0][idx], emb[2][idx]]),
+                                               torch.cat([emb[1][idx], emb[3][idx]]), 20.0, concreteness=c[idx],
+                                               return_stats=True)["stats"])
+    row = next(r for r in res["rows"] if r["loss"] == "infonce")
+    assert row["gradient_ratio"] == direct["gradient_ratio"] and row["logit_gap"] == direct["logit_gap"]

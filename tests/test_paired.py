@@ -4,7 +4,6 @@ import math
 
 import pytest
 
-from analysis.report import paired_table
 from concrete_jungle.evaluation.paired import paired_comparison
 
 # 10 items over two subsets. A right on 8, B right on 6; only A right: items x1, x2, y3; only B right: y4.
@@ -36,14 +35,6 @@ def test_paired_comparison_rejects_other_items_and_bad_verdicts():
         paired_comparison({"x": {"0": 1}}, {"x": {"0": True}})
     with pytest.raises(ValueError, match="non-empty"):
         paired_comparison({}, B)
-
-
-def test_paired_table_rows():
-    table = paired_table({"hc-cement": A, "hc-infonce": B}, [("hc-cement", "hc-infonce")])
-    row = table.splitlines()[2]
-    assert row == "| hc-cement | hc-infonce | 0.800 | 0.600 | +20.0 | 19.0 | 3 | 1 | 0.625 |"
-    with pytest.raises(KeyError, match="'base'"):
-        paired_table({"a": A}, [("a", "base")])
 
 
 def test_comparison_pairs_of_the_committed_grid():

@@ -136,5 +136,6 @@ def test_margin_only_change_reruns_only_margin_stages():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     with_tau = sorted(name for name, st in stages.items() if "margin.tau" in (st.get("do", st).get("params") or []))
     assert with_tau == ["gradient_ratio", "train_margin"]
-    assert "${train.margin_losses}" in stages["train_margin"]["matrix"]["loss"]
-    assert "train.lr" in stages["train"]["params"] and "train.losses" not in stages["train"]["params"]
+    assert stages["train_margin"]["foreach"] == "${train.margin_losses}"  # one stage a margin-loss family
+    train = stages["train"]["do"]["params"]
+    assert "train.lr" in train and "train.datasets" in train and "train.losses" not in train

@@ -1,19 +1,23 @@
-"""Tests for concrete_jungle.evaluation.sugarcrepe: verdicts (strict, ties wrong), summaries, loading, evaluation."""
+"""Tests for concrete_jungle.evaluation.sugarcrepe: verdicts (strict, ties wrong), summaries, loading, scoring from
+fixed embeddings."""
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from concrete_jungle.evaluation.sugarcrepe import (
-    evaluate_sugarcrepe,
+    benchmark_inputs,
     load_sugarcrepe,
     prepare_benchmark,
+    score_sugarcrepe,
     summarize,
     sugarcrepe_verdicts,
 )
+from concrete_jungle.evaluation.suite import EmbeddingCache
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -122,34 +126,29 @@ def test_load_sugarcrepe_errors(tmp_path):
         load_sugarcrepe(bench)
 
 
-def test_evaluate_sugarcrepe_with_fake_encoders(tmp_path):
+def _cache(images: dict, texts: dict) -> EmbeddingCache:
+    """An embedding cache of fixed embeddings (path / caption -> vector)."""
+    return EmbeddingCache(list(images), list(texts), np.array(list(images.values()), np.float32),
+                          np.array(list(texts.values()), np.float32))
+
+
+def test_score_sugarcrepe_from_fixed_embeddings(tmp_path):
     bench = _bench(tmp_path)
-    seen_images, seen_texts = [], []
-
-    def encode_images(images):
-        seen_images.extend(im.getpixel((0, 0)) for im in images)
-        return torch.tensor([IMAGE_EMB[im.getpixel((0, 0))] for im in images])
-
-    def encode_texts(texts):
-        seen_texts.extend(texts)
-        return torch.tensor([TEXT_EMB[t] for t in texts])
-
-    res = evaluate_sugarcrepe(encode_images, encode_texts, bench, batch_size=1)
-    assert sorted(seen_images) == [(0, 0, 255), (255, 0, 0)]  # red is shared by two items, encoded once
-    assert sorted(seen_texts) == sorted(TEXT_EMB)  # each unique caption once
-    assert res["subsets"]["sub_a"] == {"accuracy": 0.5, "n": 2, "correct": 1}
-    assert res["subsets"]["sub_b"] == {"accuracy": 0.0, "n": 1, "correct": 0}
-    assert res["micro_accuracy"] == pytest.approx(1 / 3)
-    assert res["macro_accuracy"] == pytest.approx(0.25)
-    assert res["n_items"] == 3
+    items, _ = load_sugarcrepe(bench)
+    images, texts = benchmark_inputs(items, ("caption", "negative_caption"))
+    assert images == sorted({str(tmp_path / "imgs" / "red.png"), str(tmp_path / "imgs" / "blue.png")})
+    assert texts == sorted(TEXT_EMB)  # each unique caption once
+    colour = {str(tmp_path / "imgs" / name): IMAGE_EMB[rgb] for name, rgb in COLOURS.items()}
+    res = score_sugarcrepe(bench, _cache(colour, TEXT_EMB))
+    m = res["metrics"]
+    assert m["subsets"]["sub_a"] == {"accuracy": 0.5, "n": 2, "correct": 1}
+    assert m["subsets"]["sub_b"] == {"accuracy": 0.0, "n": 1, "correct": 0}  # the tie is wrong
+    assert m["micro_accuracy"] == pytest.approx(1 / 3) and m["macro_accuracy"] == pytest.approx(0.25)
+    assert res["n"] == {"sub_a": 2, "sub_b": 1, "all": 3}
     assert res["verdicts"] == {"sub_a": {"0": True, "1": False}, "sub_b": {"5": False}}
     assert res["skipped"] == {"sub_a": {}, "sub_b": {"image_missing": 1}}
-
-
-def test_evaluate_sugarcrepe_checks_encoder_output(tmp_path):
-    bench = _bench(tmp_path)
-    with pytest.raises(ValueError, match=r"expected \[2, D\]"):
-        evaluate_sugarcrepe(lambda ims: torch.ones(1, 2), lambda ts: torch.ones(len(ts), 2), bench)
+    with pytest.raises(KeyError, match="a navy square"):
+        score_sugarcrepe(bench, _cache(colour, {k: v for k, v in TEXT_EMB.items() if k != "a navy square"}))
 
 
 def test_prepare_benchmark_fixture(tmp_path):

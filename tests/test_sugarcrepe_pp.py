@@ -1,19 +1,21 @@
-"""SugarCrepe++ (ITT / TOT): verdicts by hand, the real files in ../shared/data, the evaluation around toy
-encoders, and the report's SugarCrepe++ tables."""
+"""SugarCrepe++ (ITT / TOT): verdicts by hand, the real files in ../shared/data, and scoring from fixed
+embeddings."""
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from concrete_jungle.evaluation.sugarcrepe_pp import (
-    evaluate_sugarcrepe_pp,
     load_sugarcrepe_pp,
     prepare_sugarcrepe_pp,
+    score_sugarcrepe_pp,
     sugarcrepe_pp_verdicts,
 )
+from concrete_jungle.evaluation.suite import EmbeddingCache
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "sugarcrepe_pp").is_dir(),
@@ -55,7 +57,7 @@ def test_real_files_keep_the_544_items_with_images(tmp_path):
     assert again == items
 
 
-def test_evaluate_with_toy_encoders(tmp_path):
+def test_score_from_fixed_embeddings(tmp_path):
     for name, colour in (("red.png", (255, 0, 0)), ("blue.png", (0, 0, 255))):
         Image.new("RGB", (8, 8), colour).save(tmp_path / name)
     items = [
@@ -66,54 +68,19 @@ def test_evaluate_with_toy_encoders(tmp_path):
         {"id": 2, "filename": "missing.png", "caption": "x", "caption2": "y", "negative_caption": "z"},
     ]
     (tmp_path / "swap_att.json").write_text(json.dumps(items))
+    (tmp_path / "meta.json").write_text(json.dumps({"image_root": str(tmp_path)}))
     red, blue = [1.0, 0.0], [0.0, 1.0]
     text_vec = {"a red box": red, "a box that is red": red, "a blue box": blue, "a box painted red": [1.0, -0.2]}
-
-    def enc_images(ims):
-        return torch.tensor([red if im.getpixel((0, 0))[0] > 128 else blue for im in ims])
-
-    def enc_texts(texts):
-        return torch.tensor([text_vec[t] for t in texts])
-
-    res = evaluate_sugarcrepe_pp(enc_images, enc_texts, tmp_path, image_root=tmp_path, batch_size=1)
+    images = {str(tmp_path / "red.png"): red, str(tmp_path / "blue.png"): blue}
+    cache = EmbeddingCache(list(images), list(text_vec), np.array(list(images.values()), np.float32),
+                           np.array(list(text_vec.values()), np.float32))
+    res = score_sugarcrepe_pp(tmp_path, cache)
     # item 0 right in both tasks; item 1: its second "positive" says red, so ITT and TOT are wrong
     assert res["verdicts"] == {"itt": {"swap_att": {"0": True, "1": False}},
                                "tot": {"swap_att": {"0": True, "1": False}}}
-    assert res["itt"]["micro_accuracy"] == 0.5 and res["tot"]["subsets"]["swap_att"] == {"accuracy": 0.5, "n": 2,
-                                                                                          "correct": 1}
-    assert res["skipped"] == {"swap_att": {"image_missing": 1}}
-    # a shared cache (SugarCrepe then SugarCrepe++ for one model): nothing is encoded twice, same verdicts
-    calls = []
-    cache = {}
-    counted = (lambda ims: calls.append(len(ims)) or enc_images(ims), lambda t: calls.append(len(t)) or enc_texts(t))
-    first = evaluate_sugarcrepe_pp(*counted, tmp_path, image_root=tmp_path, cache=cache)
-    n_first = sum(calls)
-    assert n_first == 2 + 4 and evaluate_sugarcrepe_pp(*counted, tmp_path, image_root=tmp_path, cache=cache) == first
-    assert sum(calls) == n_first
+    assert res["metrics"]["itt"]["micro_accuracy"] == 0.5
+    assert res["metrics"]["tot"]["subsets"]["swap_att"] == {"accuracy": 0.5, "n": 2, "correct": 1}
+    assert res["n"] == {"swap_att": 2, "all": 2} and res["skipped"] == {"swap_att": {"image_missing": 1}}
     (tmp_path / "replace_obj.json").write_text(json.dumps([{**items[0], "caption2": " "}]))
     with pytest.raises(ValueError, match=r"item 0 \(id 0\) lacks a non-empty string 'caption2'"):
-        evaluate_sugarcrepe_pp(enc_images, enc_texts, tmp_path, image_root=tmp_path)
-
-
-def test_report_renders_sugarcrepe_pp_tables(tmp_path):
-    from analysis.report import render_report
-
-    def summary(acc):
-        return {"subsets": {"swap_att": {"accuracy": acc, "n": 2, "correct": round(2 * acc)}},
-                "micro_accuracy": acc, "macro_accuracy": acc, "n_items": 2}
-
-    paths = {}
-    for label, (itt, tot) in {"base": (0.5, 1.0), "hc-cement": (1.0, 0.5)}.items():
-        paths[label] = tmp_path / f"{label}.json"
-        paths[label].write_text(json.dumps({**summary(0.5), "sugarcrepe_pp": {"itt": summary(itt),
-                                                                              "tot": summary(tot)}}))
-    tsv = tmp_path / "run" / "plots" / "metrics" / "train" / "gradient_ratio.tsv"
-    tsv.parent.mkdir(parents=True)
-    tsv.write_text("step\tgradient_ratio\n0\t0.3\n")
-    md = render_report(paths, {"hc-cement": tmp_path / "run"}, tmp_path / "out")["sugarcrepe"].read_text()
-    itt = md.split("### ITT")[1].split("### TOT")[0]
-    assert "| hc-cement | 1.000 | 1.000 | 1.000 |" in itt and "| base | 0.500 | 0.500 | 0.500 |" in itt
-    assert "| base | 1.000 | 1.000 | 1.000 |" in md.split("### TOT")[1]
-    paths["base"].write_text(json.dumps(summary(0.5)))
-    with pytest.raises(ValueError, match=r"models \['base'\] have no SugarCrepe\+\+ result"):
-        render_report(paths, {"hc-cement": tmp_path / "run"}, tmp_path / "out")
+        score_sugarcrepe_pp(tmp_path, cache)

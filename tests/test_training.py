@@ -212,10 +212,6 @@ class _NanAtCall:
     def __init__(self, at: int):
         self.inner, self.at, self.calls = CementLoss(MarginConfig()), at, 0
 
-    @property
-    def stats(self):
-        return self.inner.stats
-
     def __call__(self, *args, **kwargs):
         out = self.inner(*args, **kwargs)
         self.calls += 1
@@ -267,3 +263,191 @@ def test_pairs_without_hard_negatives_train_with_the_clip_baseline(tmp_path):
     # 4 pairs, N = 2: 2 steps an epoch; clip has no hard negatives (ratio 0, every push on easy negatives)
     assert summary["steps"] == 4 and summary["gradient_ratio"] == 0.0 and summary["easy_negative_share"] == 1.0
     assert read_training_state(tmp_path / "m" / "state.pt")["epoch"] == 2
+
+
+# ------------------------------------------------------------------------------------------------ input pipeline
+def _six_records(tmp_path):
+    """6 ConcreteBatch records whose anchors are squares on white (random crops move them: the RNG matters)."""
+    recs = []
+    for i in range(6):
+        for kind, colour in (("a", (200, 40 * i, 0)), ("n", (0, 40 * i, 200))):
+            im = Image.new("RGB", (64, 64), (255, 255, 255))
+            im.paste(colour, (8 + 4 * i, 16, 40 + 4 * i, 48))
+            im.save(tmp_path / f"sq_{kind}{i}.png")
+        recs.append({"image": str(tmp_path / f"sq_a{i}.png"), "caption": f"a red square number {i}",
+                     "negative_image": str(tmp_path / f"sq_n{i}.png"),
+                     "negative_caption": f"a blue square number {i}" if i != 4 else "a red square number 4",
+                     "c_i": 3.6 + i / 10})
+    return recs
+
+
+def test_resumable_batches_follow_the_sampler_order_from_a_position():
+    """Epoch e's order is randperm(len) of a generator seeded with seed + e (DistributedSampler, one rank); batch b
+    takes positions [b*n, (b+1)*n); a start at (epoch 1, batch 1) yields the rest of epoch 1, then epoch 2."""
+    from concrete_jungle.distributed import DistContext, anchor_sampler
+    from concrete_jungle.training import ResumableBatches
+
+    sampler = anchor_sampler(list(range(6)), DistContext(), seed=7)
+    perms = [torch.randperm(6, generator=torch.Generator().manual_seed(7 + e)).tolist() for e in range(3)]
+    got = list(ResumableBatches(sampler, 2, 3, epoch=1, batch_pos=1, steps=4))
+    assert got == [[(1, i) for i in perms[1][2:4]], [(1, i) for i in perms[1][4:6]],
+                   [(2, i) for i in perms[2][0:2]], [(2, i) for i in perms[2][2:4]]]
+    assert len(ResumableBatches(sampler, 2, 3, 0, 0, 5)) == 5
+    with pytest.raises(ValueError, match="batch_pos=3"):
+        ResumableBatches(sampler, 2, 3, 0, 3, 1)
+
+
+def test_zero_workers_are_bit_identical_to_building_the_batches_by_hand(tmp_path):
+    """The loader with 0 workers gives, bit for bit, the weights of the pre-DataLoader loop: per step
+    ``collate([dataset[i] for i in order[b*n:(b+1)*n]])`` in the main process, random crops drawing from the global
+    RNGs seeded as the trainer seeds them, then :func:`train_step` (logged steps checked at once, the others
+    deferred: the same arithmetic)."""
+    import random as pyrandom
+
+    import numpy as np
+
+    from concrete_jungle.distributed import DistContext, anchor_sampler
+    from concrete_jungle.training import _param_groups
+
+    recs = _six_records(tmp_path)
+    loop = LoopParams(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=2, num_threads=1)
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(recs, bundle.preprocess_train, bundle.tokenizer, cache=False)
+    summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / "live",
+                                checkpoint_path=tmp_path / "m" / "c.pt", params_dump={},
+                                save_checkpoint=save_checkpoint, hard_negatives=True, num_workers=0)
+    ours = bundle.model.state_dict()
+
+    hand = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(recs, hand.preprocess_train, hand.tokenizer, cache=False)
+    torch.set_num_threads(1)
+    torch.manual_seed(0), np.random.seed(0), pyrandom.seed(0)
+    hand.model.train()
+    opt = torch.optim.AdamW(_param_groups(hand.model, loop.weight_decay), lr=loop.lr, betas=(0.9, 0.98), eps=1e-6)
+    sampler, loss_fn, total = anchor_sampler(ds, DistContext(), 0), CementLoss(MarginConfig()), 6
+    step = 0
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        order = list(sampler)
+        for b in range(3):
+            batch = collate_hard_negatives([ds[i] for i in order[b * 2:(b + 1) * 2]])
+            train_step(hand.model, batch, loss_fn, opt, lr=cosine_lr(step, total, 1, loop.lr), step=step,
+                       hard_negatives=True, grad_clip=loop.grad_clip, autocast=hand.autocast)
+            step += 1
+    assert summary["steps"] == 6
+    assert all(torch.equal(ours[k], v) for k, v in hand.model.state_dict().items())
+
+
+def test_workers_give_the_weights_and_curves_of_in_process_loading(tmp_path):
+    """Deterministic preprocessing (decoded-input cache on, one cache per worker): 2 worker processes give the same
+    batches in the same order as 0 workers, hence bit-identical weights and dvclive curves."""
+    recs = _six_records(tmp_path)
+    loop = LoopParams(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=2, num_threads=1)
+    states, curves = [], []
+    for workers in (0, 2):
+        bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+        ds = ConcreteBatchDataset(recs, bundle.preprocess_val, bundle.tokenizer, cache=True)
+        out = tmp_path / f"w{workers}"
+        summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=out / "live",
+                                    checkpoint_path=out / "c.pt", params_dump={}, save_checkpoint=save_checkpoint,
+                                    hard_negatives=True, num_workers=workers)
+        assert summary["steps"] == 6 and summary["masked_hard_negatives"] in (0.0, 1.0)
+        states.append(bundle.model.state_dict())
+        curves.append({p.name: p.read_text() for p in sorted((out / "live/plots/metrics/train").glob("*.tsv"))})
+        assert (ds._images is None) == (workers > 0)  # with workers the main process decodes nothing
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert curves[0] == curves[1] and "gradient_ratio.tsv" in curves[0]
+
+
+def test_worker_items_are_seeded_by_seed_epoch_and_index_only(tmp_path):
+    """In a worker, item (epoch, i) is drawn after seeding from (seed, epoch, i): the same crop whatever was drawn
+    before; in the main process the global RNG is used as it is."""
+    from unittest import mock
+
+    from concrete_jungle.datasets import _EpochItems
+
+    recs = _six_records(tmp_path)
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    items = _EpochItems(ConcreteBatchDataset(recs, bundle.preprocess_train, bundle.tokenizer, cache=False), seed=3)
+    with mock.patch("concrete_jungle.datasets.get_worker_info", return_value=object()):
+        a = items[(1, 2)][0]
+        torch.rand(5)  # other draws in between
+        items[(0, 4)]
+        b = items[(1, 2)][0]
+        other_epoch = items[(2, 2)][0]
+    assert torch.equal(a, b) and not torch.equal(a, other_epoch)
+    torch.manual_seed(0)
+    c = items[(1, 2)][0]
+    d = items[(1, 2)][0]
+    assert not torch.equal(c, d)  # main process: successive global-RNG draws
+
+
+# ------------------------------------------------------------------------------------------------ deferred guard
+def test_train_step_without_check_reports_non_finite_as_a_device_flag():
+    def nan_loss(img, txt, scale, **kwargs):
+        return {"contrastive_loss": img.sum() * float("nan")}
+
+    model = _Toy()
+    out = train_step(model, _toy_step_batch(), nan_loss, torch.optim.AdamW(model.parameters()), lr=1e-3, step=4,
+                     hard_negatives=True, grad_clip=1.0, check_finite=False)
+    assert out["finite"].dtype == torch.bool and out["finite"].item() is False and out["stats"] is None
+    ok = train_step(_Toy(), _toy_step_batch(), CementLoss(MarginConfig()), torch.optim.AdamW(_Toy().parameters()),
+                    lr=1e-3, step=0, hard_negatives=True, check_finite=False, return_stats=True)
+    assert ok["finite"].item() is True and 0.0 < ok["stats"]["gradient_ratio"].item() < 1.0
+
+
+def test_non_finite_loss_between_log_steps_is_named_at_the_next_checkpoint(tmp_path):
+    """log_every large (no log step before the end), checkpoint_every 2: a NaN loss at step 2 is found by the
+    check before the checkpoint of step 4; the error names step 2, the checkpoint of step 2 stays the last one."""
+    recs = _toy_batch(tmp_path, 4)
+    loop = _loop(epochs=3, batch_size=2, log_every=100, num_threads=1, checkpoint_every=2)
+    at_step_2 = {}
+
+    def remember(step):
+        if step == 2:
+            at_step_2.update({k: v.clone() for k, v in bundle.model.state_dict().items()})
+
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    ds = ConcreteBatchDataset(recs, bundle.preprocess_val, bundle.tokenizer)
+    out = tmp_path / "nan"
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss nan at step 2 \(found at the check after step 3\) "
+                                                 r"of .*live; the last good checkpoint is .*checkpoint\.pt with state "
+                                                 r".*state\.pt at step 2"):
+        train_contrastive(bundle, ds, _NanAtCall(2), loop, seed=0, live_dir=out / "live",
+                          checkpoint_path=out / "checkpoint.pt", params_dump={"run": 1},
+                          save_checkpoint=save_checkpoint, hard_negatives=True, on_step_end=remember)
+    ckpt, state = read_checkpoint(out / "checkpoint.pt"), read_training_state(out / "state.pt")
+    assert (ckpt["step"], state["step"], ckpt["complete"]) == (2, 2, False)
+    assert all(torch.equal(ckpt["state_dict"][k], v) for k, v in at_step_2.items())
+    assert not (out / "live/plots/metrics/train/loss.tsv").exists()  # nothing logged, nothing non-finite logged
+
+
+def test_a_non_log_step_of_train_step_reads_nothing_back_from_the_device(monkeypatch):
+    """Every host read of a tensor value (``item``, ``tolist``, ``bool``, ``float``, ``int``) made by this package's
+    code during a non-logged step (``return_stats=False, check_finite=False``) and the deferred guard's update is
+    counted: none, except the c_i value check on the CPU batch tensor. A logged step reads values."""
+    import sys
+
+    from concrete_jungle.training import _DeferredGuard
+
+    calls = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *a, _original=original, _name=name, **k):
+            frame = sys._getframe(1)
+            if "concrete_jungle" in frame.f_code.co_filename and frame.f_code.co_name != "_check_concreteness":
+                calls.append((_name, frame.f_code.co_name))
+            return _original(self, *a, **k)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    model = _Toy()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    guard = _DeferredGuard(torch.device("cpu"))
+    out = train_step(model, _toy_step_batch(), CementLoss(MarginConfig()), opt, lr=1e-3, step=0,
+                     hard_negatives=True, grad_clip=1.0, check_finite=False)
+    guard.update(0, out)
+    assert calls == []
+    train_step(model, _toy_step_batch(), CementLoss(MarginConfig()), opt, lr=1e-3, step=1, hard_negatives=True,
+               grad_clip=1.0, check_finite=True, return_stats=True)
+    assert {c[1] for c in calls} == {"train_step"}  # the immediate loss / gradient-norm checks of a logged step

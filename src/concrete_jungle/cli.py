@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["run_stage", "fresh_dir", "clear_outputs", "dump_json"]
+__all__ = ["run_stage", "fresh_dir", "clear_outputs", "pop_live_summary", "dump_json"]
 
 
 def fresh_dir(path: str | os.PathLike) -> Path:
@@ -38,6 +38,22 @@ def clear_outputs(*paths: str | os.PathLike) -> None:
             p.unlink()
 
 
+def pop_live_summary(live_dir: str | os.PathLike) -> dict:
+    """Read and remove the ``metrics.json`` dvclive wrote into a training run's folder, leaving only its step
+    curves (``plots/metrics/...``, a DVC plots folder); the stage writes the summaries of a family into one
+    metrics file (``metrics/<p>/train/<family>.json``) so metrics and plots never share a folder.
+
+    Raises:
+        FileNotFoundError: the run wrote no summary (names the file).
+    """
+    path = Path(live_dir) / "metrics.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"dvclive summary not found: {path}")
+    summary = json.loads(path.read_text())
+    path.unlink()
+    return summary
+
+
 def dump_json(obj) -> str:
     """Pretty JSON for stage logs (non-JSON values as ``str``)."""
     return json.dumps(obj, indent=2, default=str)
@@ -45,7 +61,8 @@ def dump_json(obj) -> str:
 
 def run_stage(description: str, fn, argv=None, **arguments) -> dict:
     """Thin CLI shared by ``stages/*.py``: parse ``--params`` plus ``arguments`` (name -> argparse kwargs), load
-    and validate params, call ``fn(params, **parsed)`` and print its result as JSON.
+    and validate params, call ``fn(params, **parsed)`` and print its result as JSON. ``fn`` may be a mapping
+    ``{step: function}`` (a suite's ``prepare`` and ``score``): the first positional argument picks the step.
 
     Raises:
         SystemExit: on bad command-line arguments (argparse).
@@ -57,12 +74,15 @@ def run_stage(description: str, fn, argv=None, **arguments) -> dict:
     from concrete_jungle.params import load_params
 
     parser = argparse.ArgumentParser(description=description)
+    if isinstance(fn, dict):
+        parser.add_argument("step", choices=sorted(fn), help="which step of the stage to run")
     parser.add_argument("--params", default="params.yaml", help="the profile's params file (default: params.yaml, "
                         "the embedded world; pipelines/<profile>/params.yaml for the others)")
     for name, kwargs in arguments.items():
         parser.add_argument(f"--{name}", required=True, **kwargs)
     args = vars(parser.parse_args(argv))
     params = load_params(args.pop("params"))
-    result = fn(params, **args)
+    func = fn[args.pop("step")] if isinstance(fn, dict) else fn
+    result = func(params, **args)
     print(dump_json(result))
     return result

@@ -33,6 +33,11 @@ dL/dtheta. The logit scale is not gathered: each rank's dL/ds (global) or dL_r/d
 with DDP the parameter gradients equal those of one process on the whole global batch, in both modes (up to
 floating-point summation order; ``tests/test_distributed.py`` checks rtol 1e-5). Logged loss values are
 all-reduced (averaged) over ranks, i.e. the global L in both modes.
+
+Statistics (gradient ratio, logit gap, ..., ``concrete_jungle.losses``; asked for with ``return_stats`` on logging
+steps) are those of the global batch in both modes: in global mode every rank computes them from its global logits;
+in local mode each rank computes the sums and counts of its own rows from the same ``[2n, 2N]`` logits as its loss
+(no second forward) and one all-reduce (sum) of them gives the global figures.
 """
 
 from __future__ import annotations
@@ -242,13 +247,14 @@ def gather_global_batch(
 
 
 def _supports_local(loss_fn: Callable, hard_negatives: bool) -> bool:
-    """True when ``loss_fn``'s maths is what :func:`local_rows_loss` re-implements row by row."""
+    """True when ``loss_fn``'s maths is what :func:`local_rows_loss` evaluates row by row (the unmodified
+    ``HardNegativeContrastiveLoss`` path, or open_clip's ClipLoss)."""
     from concrete_jungle import losses
 
     def unchanged(base: type, *methods: str) -> bool:  # an instance of ``base`` that overrides none of ``methods``
         return isinstance(loss_fn, base) and all(getattr(type(loss_fn), m) is getattr(base, m) for m in methods)
 
-    if hard_negatives:  # the 2N x 2N layout (NegCLIP's, without hard-negative images, is not re-implemented here)
+    if hard_negatives:  # the 2N x 2N layout (NegCLIP's, without hard-negative images, is not supported here)
         return unchanged(losses.HardNegativeContrastiveLoss, "forward", "_loss", "_contrastive") and \
             loss_fn.needs_hard_negative_images
     plain = unchanged(losses.ClipLoss, "forward") or unchanged(losses.ClipFineTuneLoss, "forward", "_loss")
@@ -267,14 +273,16 @@ def local_rows_loss(
     hard_negatives: bool,
     concreteness_all: torch.Tensor | None = None,
     valid_all: torch.Tensor | None = None,
-) -> torch.Tensor:
+    return_stat_sums: bool = False,
+):
     """Loss of some rows of the global batch against all of its columns (open_clip ``local_loss``; module docstring).
 
     For hard negatives, row i (global index) gets the margin m^_{i mod N} of ``loss_fn.margins`` at its hard-negative
     column (i + N) mod 2N in both directions (I2T row = image i vs all captions; T2I row = caption i vs all images),
     and that entry is masked (-inf) when pair i mod N is invalid; exactly the entries
     ``HardNegativeContrastiveLoss`` changes, so the mean over a partition of the rows into equal parts equals its
-    loss. Without hard negatives it is open_clip's ClipLoss restricted to the rows.
+    loss. It is the loss's own forward path (``HardNegativeContrastiveLoss._contrastive`` on the row subset), not a
+    copy of it. Without hard negatives it is open_clip's ClipLoss restricted to the rows.
 
     Args:
         loss_fn: a 2N x 2N ``HardNegativeContrastiveLoss`` that supplies only its margin, not its own loss maths
@@ -288,18 +296,21 @@ def local_rows_loss(
         hard_negatives: the 2N layout with margins and masks.
         concreteness_all: ``[N]`` c_i (1-5), needed by concreteness-dependent margins (Cement loss).
         valid_all: ``[N]`` bool hard-negative validity, or None (all valid).
+        return_stat_sums: hard negatives only: also return the sums and counts of the statistics over these rows
+            (``losses.STAT_SUM_NAMES``; summed over a partition of the 2N rows they are those of the whole batch,
+            ``losses.statistics_from_sums`` turns them into the statistics).
 
     Returns:
-        Scalar (L_{v->t}(rows) + L_{t->v}(rows)) / 2, each cross-entropy averaged over the R rows.
+        Scalar (L_{v->t}(rows) + L_{t->v}(rows)) / 2, each cross-entropy averaged over the R rows; with
+        ``return_stat_sums`` the pair ``(scalar, {name: 0-d tensor})``.
 
     Raises:
-        ValueError: ``loss_fn`` is not one of the supported classes, or shapes disagree.
+        ValueError: ``loss_fn`` is not one of the supported classes, shapes disagree, or ``return_stat_sums``
+            without hard negatives.
     """
-    from concrete_jungle import losses
-
     if not _supports_local(loss_fn, hard_negatives):
         raise ValueError(
-            f"distributed_loss 'local' re-implements the rows of HardNegativeContrastiveLoss (hard negatives) or "
+            f"distributed_loss 'local' runs the row-subset path of HardNegativeContrastiveLoss (hard negatives) or "
             f"ClipLoss (pairs); {type(loss_fn).__name__} is not one of them or overrides their loss: use 'global'")
     if image_rows.shape != text_rows.shape or image_all.shape != text_all.shape:
         raise ValueError(f"feature shapes differ: rows {tuple(image_rows.shape)}/{tuple(text_rows.shape)}, "
@@ -307,23 +318,24 @@ def local_rows_loss(
     if rows.shape != (image_rows.shape[0],):
         raise ValueError(f"rows must have shape ({image_rows.shape[0]},), got {tuple(rows.shape)}")
     device = image_rows.device
-    rows = rows.to(device)
+    rows = rows.to(device, non_blocking=True)
     li = logit_scale * image_rows @ text_all.T  # [R, 2N]
     lt = logit_scale * text_rows @ image_all.T
-    if hard_negatives:
-        two_n = image_all.shape[0]
-        if two_n % 2:
-            raise ValueError(f"hard-negative batch must have an even number of rows (2N), got {two_n}")
-        n = two_n // 2
-        if valid_all is not None:
-            if valid_all.shape != (n,):
-                raise ValueError(f"valid_all must have shape ({n},), got {tuple(valid_all.shape)}")
-            valid_all = valid_all.to(device=device, dtype=torch.bool)
-        add = losses.hard_negative_offsets(loss_fn.margins(concreteness_all, n, device), valid_all, rows % n, li.dtype)
-        if add is not None:  # the entries HardNegativeContrastiveLoss changes, at the global hard-negative columns
-            at = (torch.arange(rows.shape[0], device=device), (rows + n) % two_n)
-            li, lt = li.index_put(at, add, accumulate=True), lt.index_put(at, add, accumulate=True)
-    return (F.cross_entropy(li, rows) + F.cross_entropy(lt, rows)) / 2
+    if not hard_negatives:
+        if return_stat_sums:
+            raise ValueError("return_stat_sums needs the hard-negative layout (pairs have constant statistics)")
+        return (F.cross_entropy(li, rows) + F.cross_entropy(lt, rows)) / 2
+    two_n = image_all.shape[0]
+    if two_n % 2:
+        raise ValueError(f"hard-negative batch must have an even number of rows (2N), got {two_n}")
+    n = two_n // 2
+    if valid_all is not None:
+        if valid_all.shape != (n,):
+            raise ValueError(f"valid_all must have shape ({n},), got {tuple(valid_all.shape)}")
+        valid_all = valid_all.to(device=device, dtype=torch.bool, non_blocking=True)
+    # the loss's own path on the rows: margin m_{i mod N} and mask at each row's global hard-negative column
+    loss, sums = loss_fn._contrastive(li, lt, n, concreteness_all, valid_all, return_stat_sums, rows=rows)
+    return (loss, sums) if return_stat_sums else loss
 
 
 def distributed_contrastive_loss(
@@ -337,13 +349,13 @@ def distributed_contrastive_loss(
     mode: LossMode = "global",
     concreteness: torch.Tensor | None = None,
     hard_negative_valid: torch.Tensor | None = None,
-    compute_stats: bool = False,
-) -> dict[str, torch.Tensor]:
+    return_stats: bool = False,
+) -> dict:
     """The contrastive loss of this rank for a data-parallel step (module docstring for the maths and gradients).
 
     Args:
-        loss_fn: ``HardNegativeContrastiveLoss`` (InfoNCE / Cement, called as ``loss_fn(img, txt, scale,
-            concreteness=..., hard_negative_valid=..., output_dict=True)``) or open_clip ``ClipLoss`` for pairs.
+        loss_fn: ``HardNegativeContrastiveLoss`` (InfoNCE / Cement, called through ``losses.evaluate_loss``) or
+            open_clip ``ClipLoss`` / ``ClipFineTuneLoss`` for pairs.
         image_features / text_features: ``[2n, D]`` (pairs: ``[n, D]``) local rows, L2-normalised.
         logit_scale: exponentiated logit scale.
         ctx: process group context; with one process this is ``loss_fn`` on the inputs.
@@ -351,12 +363,14 @@ def distributed_contrastive_loss(
         mode: ``"global"`` (whole 2N x 2N loss on every rank) or ``"local"`` (own rows against all columns).
         concreteness: ``[n]`` c_i (1-5) of the local anchors.
         hard_negative_valid: ``[n]`` bool.
-        compute_stats: local mode only: also evaluate the global loss without gradient so that ``loss_fn.stats``
-            (gradient ratio, logit gap, ...) describe the whole global batch (use on logging steps).
+        return_stats: also return the statistics of the whole global batch (gradient ratio, logit gap, ...;
+            ``concrete_jungle.losses``), in both modes without a second forward (use on logging steps); None for a
+            loss without statistics (open_clip ``ClipLoss``). Local mode: one all-reduce of their sums (collective).
 
     Returns:
         ``{"contrastive_loss": scalar}`` (the terms ``loss_fn`` returns in global mode), to be backpropagated under
-        DDP. In local mode the value is this rank's L_r; average over ranks to get the global L.
+        DDP. In local mode the value is this rank's L_r; average over ranks to get the global L. With
+        ``return_stats``: ``{"losses": <those terms>, "stats": {name: 0-d tensor} or None}``.
 
     Raises:
         ValueError: unknown ``mode``; shape errors of :func:`gather_global_batch`; an unsupported loss in local mode.
@@ -364,24 +378,33 @@ def distributed_contrastive_loss(
     if mode not in LOSS_MODES:
         raise ValueError(f"distributed_loss must be one of {LOSS_MODES}, got {mode!r}")
 
-    def call(img, txt, c, v):
-        if hard_negatives:
-            return loss_fn(img, txt, logit_scale, concreteness=c, hard_negative_valid=v, output_dict=True)
-        return loss_fn(img, txt, logit_scale, output_dict=True)
+    from concrete_jungle import losses
 
     img_all, txt_all, c_all, v_all = gather_global_batch(
         image_features, text_features, ctx, hard_negatives=hard_negatives, concreteness=concreteness,
         hard_negative_valid=hard_negative_valid)
     if mode == "global" or not ctx.enabled:
-        return call(img_all, txt_all, c_all, v_all)
+        terms, stats = losses.evaluate_loss(loss_fn, img_all, txt_all, logit_scale, hard_negatives=hard_negatives,
+                                            concreteness=c_all, hard_negative_valid=v_all, return_stats=return_stats)
+        return {"losses": terms, "stats": stats} if return_stats else terms
     n = text_features.shape[0] // 2 if hard_negatives else text_features.shape[0]
     rows = global_row_index(ctx.rank, n, ctx.world_size, hard_negatives)
-    loss = local_rows_loss(loss_fn, image_features, text_features, img_all, txt_all, logit_scale, rows,
-                           hard_negatives=hard_negatives, concreteness_all=c_all, valid_all=v_all)
-    if compute_stats:
-        with torch.no_grad():
-            call(img_all.detach(), txt_all.detach(), c_all, v_all)
-    return {"contrastive_loss": loss}
+    want_sums = return_stats and hard_negatives
+    out = local_rows_loss(loss_fn, image_features, text_features, img_all, txt_all, logit_scale, rows,
+                          hard_negatives=hard_negatives, concreteness_all=c_all, valid_all=v_all,
+                          return_stat_sums=want_sums)
+    terms = {"contrastive_loss": out[0] if want_sums else out}
+    if not return_stats:
+        return terms
+    stats = None
+    if want_sums:
+        sums = out[1]
+        total = torch.stack([sums[k] for k in losses.STAT_SUM_NAMES])
+        dist.all_reduce(total, op=dist.ReduceOp.SUM)
+        stats = losses.statistics_from_sums(dict(zip(losses.STAT_SUM_NAMES, total.unbind())))
+    elif isinstance(loss_fn, losses.ClipFineTuneLoss):
+        stats = loss_fn.statistics(image_features.device)
+    return {"losses": terms, "stats": stats}
 
 
 def all_reduce_mean(values: torch.Tensor, ctx: DistContext) -> torch.Tensor:

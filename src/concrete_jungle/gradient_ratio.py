@@ -8,8 +8,9 @@ share. The paper reports it falling below 0.2 at N = 1024 for InfoNCE and rising
 The study embeds ConcreteBatch pairs once with the current model (anchors v_i, t_i and hard negatives v'_i,
 t'_i; cosine space), then for each N of ``batch_sizes`` draws ``n_batches`` random batches of N pairs, lays them
 out as the 2N x 2N ConcreteBatch (:mod:`concrete_jungle.losses`), applies each loss variant with the model's
-logit scale and reads the ratio the trainer logs (``loss.stats["gradient_ratio"]``: mean over rows and both
-directions). Values are therefore exactly what ``train/gradient_ratio`` would show at step 0 of a run at that N.
+logit scale and reads the ratio the trainer logs (the ``gradient_ratio`` statistic of a ``return_stats=True``
+call: mean over rows and both directions). Values are therefore exactly what ``train/gradient_ratio`` would show
+at step 0 of a run at that N.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from concrete_jungle.losses import MarginConfig, build_loss
+from concrete_jungle.losses import MarginConfig, build_loss, stats_to_floats
 
 __all__ = ["study_losses", "gradient_ratio_study"]
 
@@ -57,7 +58,7 @@ def gradient_ratio_study(
         concreteness: ``[M]`` keyword concreteness c_i (Brysbaert 1-5).
         logit_scale: the exponentiated logit scale of the model (logits = scale * cosine).
         batch_sizes: the N to study; an N larger than M is skipped and recorded in ``skipped``.
-        losses: variant name -> hard-negative loss module (``.stats`` after a forward).
+        losses: variant name -> hard-negative loss module (called with ``return_stats=True``).
         n_batches: random batches per N (without replacement inside a batch), >= 1.
         seed: seed of the batch draws (the same batches serve every variant).
 
@@ -92,10 +93,11 @@ def gradient_ratio_study(
             for idx in draws:
                 img = torch.cat([anchor_images[idx], negative_images[idx]])
                 txt = torch.cat([anchor_texts[idx], negative_texts[idx]])
-                loss(img, txt, logit_scale, concreteness=concreteness[idx])
-                ratios.append(loss.stats["gradient_ratio"])
-                easy.append(loss.stats["easy_negative_share"])
-                gaps.append(loss.stats["logit_gap"])
+                st = stats_to_floats(loss(img, txt, logit_scale, concreteness=concreteness[idx],
+                                          return_stats=True)["stats"])
+                ratios.append(st["gradient_ratio"])
+                easy.append(st["easy_negative_share"])
+                gaps.append(st["logit_gap"])
             rows.append({"N": int(n), "loss": name, "gradient_ratio": statistics.fmean(ratios),
                          "gradient_ratio_sd": statistics.pstdev(ratios), "easy_negative_share": statistics.fmean(easy),
                          "logit_gap": statistics.fmean(gaps), "n_batches": n_batches})

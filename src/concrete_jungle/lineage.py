@@ -34,9 +34,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
-__all__ = ["REPO", "PROFILE_FILES", "code_deps", "param_keys", "pipeline", "render", "write", "check", "main"]
+__all__ = ["REPO", "PROFILE_FILES", "code_deps", "param_keys", "pipeline", "render", "write", "check", "prune", "main"]
 
 REPO = Path(__file__).resolve().parents[2]
 #: params file -> dvc.yaml of each profile's pipeline (relative to the repository root)
@@ -147,23 +148,68 @@ def param_keys(params: Params, *sections: str, exclude: tuple[str, ...] = ()) ->
 
 
 # --------------------------------------------------------------------------------------------- pipeline
+def _paths(obj: BaseModel | None, fields: tuple[str, ...]) -> list[str]:
+    """The path values set among ``fields`` of a config object (None-valued and absent ones left out)."""
+    if obj is None:
+        return []
+    return [getattr(obj, f) for f in fields if getattr(obj, f, None)]
+
+
+_RETRIEVAL_PATHS = ("dataset_json", "image_root", "token_file", "split_file", "image_dir", "captions_json",
+                    "filenames")
+_PROBE_PATHS = ("root", "test_root", "instances_train", "instances_val", "image_root", "test_image_root")
+
+
 def _source_data(params: Params, stage: str) -> list[str]:
     """Source files / folders a stage reads (from its params): the corpus' captions and images, the benchmark
-    JSON and images."""
+    JSON and images, the files of each evaluation suite. Unset paths are not deps (the suite is then skipped)."""
     if stage == "corpus":
         c = params.corpus
+        x = c.exclude  # benchmark images never trained on (corpus.splits)
+        excluded = [*_paths(x, ("sugarcrepe", "sugarcrepe_pp", "karpathy_coco", "karpathy_flickr30k")), *x.filenames]
         if c.source == "coco":
             paths = [*c.coco.captions, *c.coco.images]
-            return paths + ([c.coco.exclude_filenames] if c.coco.exclude_filenames else [])
-        if c.source == "karpathy":
-            return [c.karpathy.dataset_json, c.karpathy.image_root]
-        if c.source == "flickr8k":
-            return [c.flickr8k.token_file, c.flickr8k.split_file, c.flickr8k.image_dir]
-        return []
+            paths += [c.coco.exclude_filenames] if c.coco.exclude_filenames else []
+        elif c.source == "karpathy":
+            paths = [c.karpathy.dataset_json, c.karpathy.image_root]
+        elif c.source == "flickr8k":
+            paths = [c.flickr8k.token_file, c.flickr8k.split_file, c.flickr8k.image_dir]
+        else:
+            paths = []
+        return list(dict.fromkeys(paths + excluded))
+    e = params.evaluate
+    if stage == "winoground":
+        return _paths(e.winoground, ("dir", "meta_csv", "diwan_tags")) if e.winoground.source != "none" else []
+    if stage == "retrieval":
+        paths = [p for s in e.retrieval.sets.values() for p in _paths(s, _RETRIEVAL_PATHS)]
+        return list(dict.fromkeys(paths))
+    if stage == "probe":
+        return list(dict.fromkeys(p for t in e.probe.tasks.values() for p in _paths(t, _PROBE_PATHS)))
     b = params.benchmark
     srcs = [b.sugarcrepe] if b.source == "sugarcrepe" else []
     srcs += [b.sugarcrepe_pp] if b.sugarcrepe_pp is not None else []
     return list(dict.fromkeys(p for s in srcs for p in (s.dir, s.image_root)))
+
+
+#: The evaluation suites: prepared by ``benchmark`` / ``prepare_<name>``, encoded by the ``embed`` stages, scored by
+#: ``score_<name>`` (``stages/<script>.py prepare|score``), in the encoding order of ``evaluation.embed``.
+SUITE_STAGES = {"benchmark": "benchmark", "winoground": "winoground", "retrieval": "retrieval", "probe": "probe",
+                "heldout": "heldout"}
+#: What each suite's ``score`` step writes (result suites of ``metrics/<p>/evaluate/``).
+SUITE_RESULTS = {"benchmark": ("sugarcrepe", "sugarcrepe_pp"), "winoground": ("winoground",),
+                 "retrieval": ("retrieval",), "probe": ("probe",), "heldout": ("heldout",)}
+
+
+def _corpus_image_dirs(params: Params) -> list[str]:
+    """The folders a real corpus' images are read from (the stages that decode anchor images depend on them)."""
+    c = params.corpus
+    if c.source == "coco":
+        return list(c.coco.images)
+    if c.source == "karpathy":
+        return [c.karpathy.image_root]
+    if c.source == "flickr8k":
+        return [c.flickr8k.image_dir]
+    return []
 
 
 def pipeline(params_file: str, repo: Path = REPO) -> dict:
@@ -178,82 +224,136 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
     nocache = {"cache": False}
 
     def stage(script: str, cmd_args: str, keys: list[str], deps: list[str], **rest) -> dict:
-        st = {"cmd": f"python stages/{script}.py"
-                     + ("" if params_file == "params.yaml" else f" --params {params_file}") + cmd_args}
+        st = {"cmd": f"python stages/{script}.py" + cmd_args
+                     + ("" if params_file == "params.yaml" else f" --params {params_file}")}
         if params_file != "params.yaml":
             st["wdir"] = "../.."
         st["deps"] = code_deps(f"stages/{script}.py", repo) + deps
+        keys = ["profile", *keys]
         st["params"] = keys if params_file == "params.yaml" else [{params_file: keys}]
         return {**st, **rest}
 
     seed_world = (["seed", *param_keys(p, "world")] if world else [])
-    train_keys = ["seed", *param_keys(p, "train", exclude=_GRID_KEYS)]
+    # the corpus is two outputs: the manifest (what most stages read) and, in the world, the rendered images (read by
+    # the stages that decode anchor images); a real corpus' images are its source folders
+    manifest = f"{d}/corpus/manifest.jsonl"
+    images = [f"{d}/corpus/images"] if world else _corpus_image_dirs(p)
+    corpus_in = [manifest, *images]
+    grid = [f"train.{k}" for k in _GRID_KEYS]
+    loop_keys = ["seed", *param_keys(p, "train", exclude=_GRID_KEYS)]
     stages: dict[str, Any] = {}
     stages["corpus"] = stage(
-        "corpus", "", seed_world + ["corpus.source"] + (["corpus.n_scenes"] if world else
-                                                        param_keys(p, f"corpus.{p.corpus.source}")),
-        _source_data(p, "corpus"), outs=[f"{d}/corpus"], metrics=[{f"{r}/corpus.json": nocache}])
+        "corpus", "", seed_world + ["corpus.source"]
+        + (["corpus.n_scenes"] if world else param_keys(p, f"corpus.{p.corpus.source}"))
+        + (["seed"] if not world else []) + ["corpus.heldout_fraction", *param_keys(p, "corpus.exclude")],
+        _source_data(p, "corpus"), outs=[manifest, *([f"{d}/corpus/images"] if world else [])],
+        metrics=[{f"{r}/corpus.json": nocache}])
+    stages["keywords"] = stage(
+        "keywords", "", ["concreteplant.spacy_model", "concreteplant.batch_size"], [manifest],
+        outs=[f"{d}/keywords"], metrics=[{f"{r}/keywords.json": nocache}])
+    stages["concreteplant"] = {"foreach": "${concreteplant.datasets}", "do": stage(
+        "concreteplant", " --dataset ${item}",
+        seed_world + param_keys(p, "concreteplant", exclude=("datasets", "shard_index", "shard_count",
+                                                           "spacy_model", "batch_size")),
+        [*corpus_in, f"{d}/keywords"], outs=[f"{d}/concreteplant/${{item}}"],
+        metrics=[{f"{r}/concreteplant/${{item}}.json": nocache}])}
+
+    # ---- evaluation suites: prepare (no model)
     b = p.benchmark
     bench_keys = ["benchmark.source"] + (["benchmark.n_per_subset"] if b.source == "scene_world"
                                          else param_keys(p, "benchmark.sugarcrepe"))
     stages["benchmark"] = stage(
-        "benchmark", "", (seed_world if b.source == "scene_world" else []) + bench_keys
+        "benchmark", " prepare", (seed_world if b.source == "scene_world" else []) + bench_keys
         + param_keys(p, "benchmark.sugarcrepe_pp"),
-        ([f"{d}/corpus"] if b.source == "scene_world" else []) + _source_data(p, "benchmark"),
+        ([manifest] if b.source == "scene_world" else []) + _source_data(p, "benchmark"),
         outs=[f"{d}/benchmark"], metrics=[{f"{r}/benchmark.json": nocache}])
-    stages["concreteplant"] = {"foreach": "${concreteplant.datasets}", "do": stage(
-        "concreteplant", " --dataset ${item}",
-        seed_world + param_keys(p, "concreteplant", exclude=("datasets", "shard_index", "shard_count")),
-        [f"{d}/corpus"], outs=[f"{d}/concreteplant/${{item}}"],
-        metrics=[{f"{r}/concreteplant/${{item}}.json": nocache}])}
+    e = p.evaluate
+    world_suite = {"winoground": e.winoground.source == "scene_world",
+                   "retrieval": any(s.format == "scene_world" for s in e.retrieval.sets.values()),
+                   "probe": any(t.format == "scene_world" for t in e.probe.tasks.values())}
+    prep_keys = {"winoground": param_keys(p, "evaluate.winoground"),
+                 "retrieval": ["evaluate.retrieval.sets"],
+                 "probe": ["evaluate.probe.tasks", "evaluate.probe.train_size", "evaluate.probe.val_size",
+                           "evaluate.probe.seed"]}
+    for suite in ("winoground", "retrieval", "probe"):
+        uses_world = world_suite[suite]
+        stages[f"prepare_{suite}"] = stage(
+            suite, " prepare", (seed_world if uses_world else []) + prep_keys[suite],
+            ([manifest] if uses_world else []) + _source_data(p, suite), outs=[f"{d}/suites/{suite}"])
+    # held-out pairs list corpus anchor images and ConcretePlant negatives (suite.json records their MD5s)
+    stages["prepare_heldout"] = stage("heldout", " prepare", ["concreteplant.datasets"],
+                                      [*corpus_in, f"{d}/concreteplant"], outs=[f"{d}/suites/heldout"])
+
+    # ---- models: base, then one stage per family (grid.py)
     stages["base_model"] = stage(
-        "base_model", "", ["seed", *param_keys(p, "base_model")], [f"{d}/corpus"], outs=[f"{m}/base"],
-        metrics=[{f"{r}/train/base/metrics.json": nocache}],
-        plots=[{f"{r}/train/base/plots/metrics": {"cache": False, "x": "step"}}])
-    stages["dataset_stats"] = {"foreach": "${concreteplant.datasets}", "do": stage(
-        "dataset_stats", " --dataset ${item}", param_keys(p, "dataset_stats"),
-        [f"{m}/base", f"{d}/concreteplant/${{item}}"],
-        metrics=[{f"{r}/dataset_stats/${{item}}.json": nocache}],
-        plots=[{f"{r}/dataset_stats/${{item}}_gaps.csv": {"cache": False, "x": "c_i", "y": "logit_gap",
-                                                          "template": "scatter"}}],
-        outs=[{f"reports/{p.profile}/dataset_stats/${{item}}.png": nocache}])}
+        "base_model", "", ["seed", *param_keys(p, "base_model")], corpus_in, outs=[f"{m}/base"],
+        metrics=[{f"{r}/train/base.json": nocache}], plots=[{f"{r}/train/base": {"cache": False, "x": "step"}}])
 
-    def run_files(label: str) -> dict:
-        return {"outs": [f"{m}/{label}"], "metrics": [{f"{r}/train/{label}/metrics.json": nocache}],
-                "plots": [{f"{r}/train/{label}/plots/metrics": {"cache": False, "x": "step"}}]}
+    def family_files(family: str) -> dict:
+        return {"outs": [f"{m}/{family}"], "metrics": [{f"{r}/train/{family}.json": nocache}],
+                "plots": [{f"{r}/train/{family}": {"cache": False, "x": "step"}}]}
 
-    hard = "${item.dataset}-${item.loss}"
-    grid = {"dataset": "${train.datasets}"}
-    stages["train"] = {"matrix": {**grid, "loss": "${train.losses}"}, **stage(
-        "train", " --dataset ${item.dataset} --loss ${item.loss}", train_keys,
-        [f"{m}/base", f"{d}/concreteplant/${{item.dataset}}"], **run_files(hard))}
-    stages["train_margin"] = {"matrix": {**grid, "loss": "${train.margin_losses}"}, **stage(
-        "train", " --dataset ${item.dataset} --loss ${item.loss}", train_keys + param_keys(p, "margin"),
-        [f"{m}/base", f"{d}/concreteplant/${{item.dataset}}"], **run_files(hard))}
+    hard_inputs = [f"{m}/base", *images, f"{d}/concreteplant"]  # anchor images, pairs and negative images
+    stages["train"] = {"foreach": "${train.losses}", "do": stage(
+        "train", " --family ${item}", loop_keys + ["train.datasets"], hard_inputs, **family_files("${item}"))}
+    stages["train_margin"] = {"foreach": "${train.margin_losses}", "do": stage(
+        "train", " --family ${item}", loop_keys + ["train.datasets", *param_keys(p, "margin")], hard_inputs,
+        **family_files("${item}"))}
     stages["train_baseline"] = {"foreach": "${train.baselines}", "do": stage(
-        "train", " --dataset corpus --loss ${item}", train_keys, [f"{m}/base", f"{d}/corpus"],
-        **run_files("${item}"))}
+        "train", " --family ${item}", loop_keys, [f"{m}/base", *corpus_in], **family_files("${item}"))}
+
+    # ---- embed: every suite once per model, one process a family (suite.json names each image by path and MD5)
+    suite_dirs = [f"{d}/benchmark", *(f"{d}/suites/{s}" for s in ("winoground", "retrieval", "probe", "heldout"))]
+    embed_keys = ["seed", "evaluate.batch_size", "evaluate.precision"]
+
+    def embedding(family: str, extra_keys: list[str] = ()) -> dict:
+        return stage("embed", f" --family {family}", embed_keys + list(extra_keys), [f"{m}/{family}", *suite_dirs],
+                     outs=[f"{d}/embeddings/{s}/{family}" for s in SUITE_STAGES])
+
+    stages["embed_base"] = embedding("base")
+    stages["embed"] = {"foreach": "${train.losses}", "do": embedding("${item}", ["train.datasets"])}
+    stages["embed_margin"] = {"foreach": "${train.margin_losses}", "do": embedding("${item}", ["train.datasets"])}
+    stages["embed_baseline"] = {"foreach": "${train.baselines}", "do": embedding("${item}")}
+
+    # ---- score: one stage a suite over every model (no torch)
+    score_keys = {"benchmark": [], "winoground": [], "retrieval": ["evaluate.retrieval.ks"],
+                  "probe": ["evaluate.probe.Cs", "evaluate.probe.max_iter", "evaluate.probe.seed"],
+                  "heldout": ["evaluate.heldout.c_bins"]}
+    for suite, script in SUITE_STAGES.items():
+        results = SUITE_RESULTS[suite]
+        stages[f"score_{suite}"] = stage(
+            script, " score", [*grid, "evaluate.precision", *score_keys[suite]],
+            [p.suite_dir(suite).as_posix(), f"{d}/embeddings/{suite}"],
+            outs=[f"{d}/verdicts/{name}" for name in results],
+            metrics=[{f"{r}/evaluate/{name}": nocache} for name in results])
+
+    # ---- analyses and the report
+    ds = p.dataset_stats
+    model_files = [f"{m}/{member_path(label).as_posix()}" for label in
+                   dict.fromkeys([ds.reference_model, *([ds.clip_model.checkpoint] if ds.clip_model.checkpoint else [])])
+                   if not label.endswith(".pt")]
+    model_files += [x for x in (ds.reference_model, ds.clip_model.checkpoint) if x and x.endswith(".pt")]
+    model_files += _paths(ds.clip_model, ("weights_path",)) + _paths(ds.dino, ("checkpoint_path",))
+    stages["dataset_stats"] = stage(
+        "dataset_stats", "", ["concreteplant.datasets", *param_keys(p, "dataset_stats")],
+        [*dict.fromkeys(model_files), f"{d}/concreteplant"],
+        metrics=[{f"{r}/dataset_stats": nocache}],
+        plots=[{f"{r}/dataset_gaps": {"cache": False, "x": "c_i", "y": "logit_gap", "template": "scatter"}}],
+        outs=[{f"reports/{p.profile}/dataset_stats": nocache}])
     stages["gradient_ratio"] = stage(
         "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
         [f"{m}/base", f"{d}/concreteplant/{p.gradient_ratio.dataset}"],
         metrics=[{f"{r}/gradient_ratio.json": nocache}])
-
-    def evaluation(label: str) -> dict:
-        return stage("evaluate", f" --label {label}", ["seed", *param_keys(p, "evaluate")],
-                     [f"{m}/{label}", f"{d}/benchmark"], outs=[f"{d}/verdicts/{label}.json"],
-                     metrics=[{f"{r}/evaluate/{label}.json": nocache}])
-
-    stages["evaluate_base"] = evaluation("base")
-    stages["evaluate"] = {"matrix": {**grid, "loss": "${train.losses}"}, **evaluation(hard)}
-    stages["evaluate_margin"] = {"matrix": {**grid, "loss": "${train.margin_losses}"}, **evaluation(hard)}
-    stages["evaluate_baseline"] = {"foreach": "${train.baselines}", "do": evaluation("${item}")}
     stages["report"] = stage(
-        "report", "", ["concreteplant.datasets", *(f"train.{k}" for k in _GRID_KEYS)],
-        [f"{r}/evaluate", f"{d}/verdicts", f"{r}/train", f"{r}/gradient_ratio.json", f"{r}/dataset_stats"],
-        outs=[{f"reports/{p.profile}/{name}": nocache} for name in
-              ("sugarcrepe.md", "gradient_ratio.png", "gradient_ratio_study.png", "table1.md",
-               "concreteness_gap.png")])
+        "report", "", ["concreteplant.datasets", *grid],
+        [f"{r}/evaluate", f"{d}/verdicts", f"{r}/train", f"{r}/gradient_ratio.json", f"{r}/dataset_stats",
+         f"{r}/dataset_gaps"], outs=[{f"reports/{p.profile}/{name}": nocache} for name in REPORT_OUTPUTS])
     return {"stages": stages}
+
+
+#: The files the report stage renders (``reports/<profile>/``).
+REPORT_OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
+                  "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png")
 
 
 class _NoAliases(yaml.SafeDumper):
@@ -320,12 +420,13 @@ def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
     status = json.loads(proc.stdout or "{}")
     produced = {o["path"] for st in (lock.get("stages") or {}).values() for o in st.get("outs", [])}
     problems = []
-    listed = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only", dvc_yaml], cwd=repo,
-                            capture_output=True, text=True)
-    names = {line.split(":")[-1].strip() for line in listed.stdout.splitlines() if line.strip()}
-    if listed.returncode == 0:
-        problems += [f"{dvc_yaml}: the lock records stage {name!r}, which the pipeline no longer has"
-                     for name in lock.get("stages") or {} if name not in names]
+    try:
+        names = _stage_names(dvc_yaml, repo)
+    except subprocess.CalledProcessError as err:
+        problems.append(f"dvc stage list {dvc_yaml} failed: {err.stderr.strip()[-2000:]}")
+    else:
+        problems += [f"{dvc_yaml}: the lock records stage {name!r}, which the pipeline no longer has (python -m "
+                     f"concrete_jungle.lineage prune)" for name in lock.get("stages") or {} if name not in names]
     for stage, changes in status.items():
         for change in changes:
             if isinstance(change, str):  # "changed command", "always changed"
@@ -358,16 +459,47 @@ def check(repo: Path = REPO) -> list[str]:
     return problems
 
 
+def _stage_names(dvc_yaml: str, repo: Path) -> set[str]:
+    listed = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only", dvc_yaml], cwd=repo,
+                            capture_output=True, text=True, check=True)
+    return {line.split(":")[-1].strip() for line in listed.stdout.splitlines() if line.strip()}
+
+
+def prune(dvc_yaml: str, repo: Path = REPO) -> list[str]:
+    """Drop from the lock of ``dvc_yaml`` the entries of stages the pipeline no longer has (DVC keeps them after a
+    stage is renamed or removed); returns the names dropped. The other entries are kept byte for byte.
+
+    Raises:
+        subprocess.CalledProcessError: ``dvc stage list`` fails (an invalid ``dvc.yaml``).
+    """
+    lock_path = (repo / dvc_yaml).with_suffix(".lock")
+    if not lock_path.is_file():
+        return []
+    names = _stage_names(dvc_yaml, repo)
+    lock = yaml.safe_load(lock_path.read_text()) or {}
+    gone = [name for name in lock.get("stages") or {} if name not in names]
+    if gone:
+        lock["stages"] = {k: v for k, v in lock["stages"].items() if k not in gone}
+        lock_path.write_text(yaml.dump(lock, Dumper=_NoAliases, sort_keys=False, width=4096))
+    return gone
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m concrete_jungle.lineage write|check``; ``check`` exits 1 naming every problem."""
+    """``python -m concrete_jungle.lineage write|check|prune``; ``check`` exits 1 naming every problem; ``prune``
+    drops lock entries of stages a pipeline no longer has (``--pipeline``, default every pipeline)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["write", "check"])
+    ap.add_argument("command", choices=["write", "check", "prune"])
+    ap.add_argument("--pipeline", action="append", help="prune: a dvc.yaml (repeatable; default every pipeline)")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout (default: this package's)")
     args = ap.parse_args(argv)
     if args.command == "write":
         print("\n".join(write(args.repo.resolve())))
+        return 0
+    if args.command == "prune":
+        for dvc_yaml in args.pipeline or PROFILE_FILES.values():
+            print(f"{dvc_yaml}: pruned {prune(dvc_yaml, args.repo.resolve()) or 'nothing'}")
         return 0
     problems = check(args.repo.resolve())
     for line in problems:

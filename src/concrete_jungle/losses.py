@@ -4,9 +4,12 @@ Shapes follow open_clip's loss classes: shared logits (:func:`get_logits`) and a
 named loss terms (their sum is the training loss). Every loss takes the same call::
 
     loss_fn(image_features, text_features, logit_scale, concreteness=None, hard_negative_valid=None,
-            output_dict=True)
+            output_dict=True, return_stats=False)
 
-and leaves the detached statistics of its last batch in ``loss_fn.stats`` (see below).
+and is **stateless**: nothing of a batch is kept on the module. With ``return_stats=True`` (the trainer asks for it
+on logging steps only) the call returns ``{"losses": {name: scalar}, "stats": {name: 0-d tensor}}`` instead of the
+bare terms, the statistics below computed from the same logits (no second forward); :func:`stats_to_floats` reads
+them to Python floats with one device synchronisation. Without it no statistic is computed at all.
 
 Variants (:data:`LOSSES`, built by :func:`build_loss`; 2N = takes the ConcreteBatch hard negatives):
 
@@ -19,10 +22,13 @@ Variants (:data:`LOSSES`, built by :func:`build_loss`; 2N = takes the ConcreteBa
   unused (outside baseline).
 
 **One forward path.** Every class of :data:`LOSSES` has the same ``forward`` (checks, then the variant's loss).
-The five hard-negative variants share all of it (:class:`HardNegativeContrastiveLoss`: one product for the logits,
-margin and mask written into the hard-negative entries, both softmaxes off that one matrix, ``stats``) and supply
-only their margin (:meth:`~HardNegativeContrastiveLoss.margins`) or, for ``negclip``, their layout
-(``needs_hard_negative_images = False``). ``clip`` hands its logits and loss to open_clip's ``ClipLoss``.
+The five hard-negative variants share all of it (:class:`HardNegativeContrastiveLoss._contrastive`: one product for
+the logits, margin and mask written into the hard-negative entries, both softmaxes off that one matrix, the
+statistics as sums) and supply only their margin (:meth:`~HardNegativeContrastiveLoss.margins`) or, for ``negclip``,
+their layout (``needs_hard_negative_images = False``). The same ``_contrastive`` also serves the reference path from
+separate logits (:meth:`~HardNegativeContrastiveLoss.loss_from_logits`) and the row-sharded data-parallel loss
+(``distributed.local_rows_loss``: some rows of the global batch against all of its columns, statistics summed over
+ranks). ``clip`` hands its logits and loss to open_clip's ``ClipLoss``.
 
 ConcreteBatch layout (Sec. 2.3): a batch holds N anchors and their N hard negatives, 2N rows in all::
 
@@ -46,7 +52,8 @@ anchor's. Its hard-negative entries are set to -inf in both directions (never pu
 0) and its rows are left out of the statistics; everything else about the pair (its positives, its texts and images
 as easy negatives of other rows) is unchanged.
 
-**Statistics** (``loss_fn.stats``, floats, after each forward; rows with a masked hard negative excluded):
+**Statistics** (``out["stats"]`` with ``return_stats=True``: detached 0-d tensors on the features' device, float32
+or the logits' wider dtype; rows with a masked hard negative excluded; names in :data:`STAT_NAMES`):
 
 - ``gradient_ratio``: mean over rows (both directions where both have hard negatives) of the hard-negative
   gradient ratio p_{i,i'} / (1 - p_{i,i}) = (dL/ds_{i,i'}) / (-dL/ds_{i,i}) (Sec. 2.3, Fig. 3 / 6), with p the
@@ -58,6 +65,11 @@ as easy negatives of other rows) is unchanged.
 
 ``clip`` has no hard negatives: its ``gradient_ratio`` is 0, ``easy_negative_share`` 1, ``margin_mean`` 0,
 ``masked_hard_negatives`` 0 and it has no ``logit_gap``.
+
+**No host synchronisation.** A call without ``return_stats`` launches device work only: the per-pair inputs are
+checked by shape and dtype; the *values* of ``concreteness`` (finite, in [1, 5]) are checked when the tensor is on
+the CPU (as the trainer passes it), and not for accelerator tensors, where the check would block on the device
+every step (``ConcreteBatchDataset`` checks every c_i when it is built).
 """
 
 from __future__ import annotations
@@ -77,6 +89,11 @@ __all__ = [
     "hard_negative_index",
     "hard_negative_gradient_ratio",
     "hard_negative_offsets",
+    "STAT_NAMES",
+    "STAT_SUM_NAMES",
+    "statistics_from_sums",
+    "stats_to_floats",
+    "evaluate_loss",
     "HardNegativeContrastiveLoss",
     "InfoNCELoss",
     "CementLoss",
@@ -166,15 +183,20 @@ def hard_negative_index(two_n: int, device: torch.device | None = None) -> torch
     return (torch.arange(two_n, device=device) + n) % two_n
 
 
-def _ratio_from_log_probs(log_p: torch.Tensor, hard_cols: torch.Tensor) -> torch.Tensor:
-    """``[R]`` p_{r,h(r)} / sum_{j != r} p_{r,j} from detached log-probabilities ``[R, C]`` (positive in column r).
+def _ratio_from_log_probs(log_p: torch.Tensor, hard_cols: torch.Tensor,
+                          pos_cols: torch.Tensor | None = None) -> torch.Tensor:
+    """``[R]`` p_{r,h(r)} / sum_{j != pos(r)} p_{r,j} from detached log-probabilities ``[R, C]``; the positive of
+    row r is column ``pos_cols[r]`` (default r).
 
     The denominator is summed over the other columns rather than taken as 1 - p_{r,r}, so it keeps full relative
     precision when p_{r,r} -> 1. One exp pass and one sum pass over the matrix.
     """
     p = log_p.exp()
     p_hard = p.gather(1, hard_cols[:, None]).squeeze(1)
-    p.diagonal().zero_()
+    if pos_cols is None:
+        p.diagonal().zero_()
+    else:
+        p.scatter_(1, pos_cols[:, None], 0.0)
     rest = p.sum(dim=1)
     ratio = torch.where(rest > 0, p_hard / rest.clamp_min(torch.finfo(rest.dtype).tiny), torch.zeros_like(rest))
     return ratio.clamp_(0.0, 1.0)
@@ -255,6 +277,91 @@ def hard_negative_offsets(
     return add
 
 
+#: Names of the statistics of ``return_stats=True`` (module docstring), in logging order.
+STAT_NAMES = ("gradient_ratio", "easy_negative_share", "margin_mean", "logit_gap", "masked_hard_negatives")
+#: Names of the additive pieces the statistics are made of (sums and counts over rows / pairs): summed over the
+#: ranks of a data-parallel step they give the statistics of the global batch (:func:`statistics_from_sums`).
+STAT_SUM_NAMES = ("ratio_sum", "ratio_rows", "gap_sum", "gap_rows", "margin_sum", "margin_pairs", "masked_pairs")
+
+
+def statistics_from_sums(sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The statistics (:data:`STAT_NAMES`) from their sums and counts (:data:`STAT_SUM_NAMES`, 0-d tensors).
+
+    Each mean is sum / count, and 0 when its count is 0 (every hard negative masked: all of the push goes to easy
+    negatives, ``gradient_ratio`` 0, ``easy_negative_share`` 1). No host synchronisation.
+
+    Returns:
+        ``{name: 0-d tensor}`` in the dtype and on the device of the sums (``easy_negative_share`` in float64: one
+        minus the ratio without rounding).
+    """
+    def mean(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        return torch.where(count > 0, total / count.clamp_min(1), torch.zeros_like(total))
+
+    ratio = mean(sums["ratio_sum"], sums["ratio_rows"])
+    return {
+        "gradient_ratio": ratio,
+        "easy_negative_share": 1.0 - ratio.to(torch.float64),  # as 1 - float(ratio): exact in float64
+        "margin_mean": mean(sums["margin_sum"], sums["margin_pairs"]),
+        "logit_gap": mean(sums["gap_sum"], sums["gap_rows"]),
+        "masked_hard_negatives": sums["masked_pairs"],
+    }
+
+
+def stats_to_floats(stats: dict[str, torch.Tensor | float] | None) -> dict[str, float]:
+    """``{name: float}`` from a stats dict of 0-d tensors (or floats), read with **one** device synchronisation
+    (one stacked ``tolist``); ``{}`` for None. Values are exact: float32 widens to float64 losslessly."""
+    if not stats:
+        return {}
+    names = list(stats)
+    tensors = [v for v in stats.values() if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return {k: float(v) for k, v in stats.items()}
+    dev = tensors[0].device
+    stacked = torch.stack([v.detach().to(device=dev, dtype=torch.float64).reshape(()) if isinstance(v, torch.Tensor)
+                           else torch.tensor(float(v), dtype=torch.float64, device=dev) for v in stats.values()])
+    return dict(zip(names, stacked.tolist()))
+
+
+def evaluate_loss(
+    loss_fn,
+    image_features: torch.Tensor,
+    text_features: torch.Tensor,
+    logit_scale: torch.Tensor | float,
+    *,
+    hard_negatives: bool,
+    concreteness: torch.Tensor | None = None,
+    hard_negative_valid: torch.Tensor | None = None,
+    return_stats: bool = False,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor] | None]:
+    """Call any loss the trainer accepts, the one place that knows the call conventions.
+
+    ``loss_fn(img, txt, scale, concreteness=..., hard_negative_valid=..., output_dict=True)`` for hard negatives,
+    ``loss_fn(img, txt, scale, output_dict=True)`` for pairs (open_clip ``ClipLoss`` works as is); with
+    ``return_stats`` and a loss of this module (``provides_stats``) also ``return_stats=True``.
+
+    Args:
+        loss_fn: a loss of :data:`LOSSES`, open_clip ``ClipLoss``, or any callable with their call returning
+            ``{name: scalar}``.
+        image_features, text_features: ``[rows, D]`` L2-normalised features (cosine space), layout of the loss.
+        logit_scale: exponentiated logit scale (multiplier of cosines).
+        hard_negatives: the 2N ConcreteBatch call (with c_i and the mask) or the plain pair call.
+        concreteness, hard_negative_valid: ``[N]`` c_i (1-5) and bool mask (hard negatives only).
+        return_stats: also compute the statistics (logging steps).
+
+    Returns:
+        ``(terms {name: scalar tensor}, stats {name: 0-d tensor} or None)``; stats is None unless asked for and the
+        loss provides them.
+
+    Raises:
+        ValueError: as the loss's ``forward``.
+    """
+    kw = {"concreteness": concreteness, "hard_negative_valid": hard_negative_valid} if hard_negatives else {}
+    if return_stats and getattr(loss_fn, "provides_stats", False):
+        out = loss_fn(image_features, text_features, logit_scale, output_dict=True, return_stats=True, **kw)
+        return out["losses"], out["stats"]
+    return loss_fn(image_features, text_features, logit_scale, output_dict=True, **kw), None
+
+
 # ------------------------------------------------------------------------------------------------ input checks
 def _check_features(image_features: torch.Tensor, text_features: torch.Tensor, who: str) -> None:
     """Raises ValueError unless both features are 2-D floating point with the same embedding size D."""
@@ -269,7 +376,8 @@ def _check_features(image_features: torch.Tensor, text_features: torch.Tensor, w
 
 
 def _check_concreteness(concreteness: torch.Tensor | None, n: int, who: str) -> None:
-    """Raises ValueError unless ``concreteness`` is None or a ``[n]`` tensor of finite c_i in [1, 5]."""
+    """Raises ValueError unless ``concreteness`` is None or a ``[n]`` tensor of finite c_i in [1, 5] (values checked
+    for CPU tensors only: no device synchronisation)."""
     if concreteness is None:
         return
     if not isinstance(concreteness, torch.Tensor):
@@ -277,6 +385,8 @@ def _check_concreteness(concreteness: torch.Tensor | None, n: int, who: str) -> 
     if concreteness.shape != (n,):
         raise ValueError(f"{who}: concreteness must have shape ({n},) (one c_i per anchor), "
                          f"got {tuple(concreteness.shape)}")
+    if concreteness.device.type != "cpu":  # a value check would synchronise the device (module docstring)
+        return
     lo, hi = CONCRETENESS_RANGE
     c = concreteness.detach()
     if not bool(torch.isfinite(c).all()) or bool((c < lo).any()) or bool((c > hi).any()):
@@ -295,7 +405,7 @@ def _check_valid(hard_negative_valid: torch.Tensor | None, n: int, device: torch
         raise ValueError(f"{who}: hard_negative_valid must be a bool tensor of shape ({n},), got {shape}")
     if hard_negative_valid.dtype != torch.bool:
         raise ValueError(f"{who}: hard_negative_valid must be bool (False = masked), got {hard_negative_valid.dtype}")
-    return hard_negative_valid.to(device)
+    return hard_negative_valid.to(device, non_blocking=True)
 
 
 def _check_pair_inputs(concreteness, hard_negative_valid, n: int, device: torch.device, who: str):
@@ -310,10 +420,12 @@ class _UniformCall:
 
     A loss class supplies ``name``, ``_check_batch(image_features, text_features) -> (image rows used, N)`` (its
     feature layout; raises ValueError) and ``_loss(images, text_features, logit_scale, N, concreteness, valid,
-    output_dict)`` (its logits, loss terms and ``stats``).
+    return_stats) -> (terms, stats or None)`` (its logits, loss terms and, when asked, statistics).
     """
 
     _who_note = ""  # appended to ``name`` in the messages of the per-pair checks
+    #: the call takes ``return_stats`` (read by :func:`evaluate_loss`)
+    provides_stats = True
 
     def forward(
         self,
@@ -323,6 +435,7 @@ class _UniformCall:
         concreteness: torch.Tensor | None = None,
         hard_negative_valid: torch.Tensor | None = None,
         output_dict: bool = True,
+        return_stats: bool = False,
     ):
         """Loss of one batch.
 
@@ -333,23 +446,38 @@ class _UniformCall:
                 t'_i; N for ``clip``).
             logit_scale: exponentiated logit scale (scalar tensor or float); logits = scale * cosine.
             concreteness: ``[N]`` keyword concreteness c_i (1-5); required by ``cement`` and ``inverse_margin``,
-                checked and otherwise ignored by the other variants.
+                checked and otherwise ignored by the other variants (values checked for CPU tensors only).
             hard_negative_valid: optional ``[N]`` bool; False masks pair i's hard-negative entries (-inf in both
-                directions: never pushed away) and leaves its rows out of ``stats``.
+                directions: never pushed away) and leaves its rows out of the statistics.
             output_dict: return ``{"contrastive_loss": loss}`` (open_clip style) instead of the bare scalar.
+            return_stats: also compute the statistics (module docstring) from the same logits.
 
         Returns:
-            The scalar loss (mean over rows, averaged over I2T and T2I), as a dict or a tensor.
+            The scalar loss (mean over rows, averaged over I2T and T2I), as ``{"contrastive_loss": loss}`` or a
+            tensor; with ``return_stats``: ``{"losses": {"contrastive_loss": loss}, "stats": {name: 0-d tensor}}``.
 
         Raises:
             ValueError: on non-2-D or mismatched features, rows that do not fit the variant's layout, a
-                wrong-shaped ``hard_negative_valid`` / ``concreteness``, c_i outside 1-5, or missing c_i for a loss
-                that needs it.
+                wrong-shaped ``hard_negative_valid`` / ``concreteness``, c_i outside 1-5, missing c_i for a loss
+                that needs it, or ``return_stats`` with ``output_dict=False``.
         """
+        _check_output(output_dict, return_stats, self.name)
         images, n = self._check_batch(image_features, text_features)
         valid = _check_pair_inputs(concreteness, hard_negative_valid, n, image_features.device,
                                    self.name + self._who_note)
-        return self._loss(images, text_features, logit_scale, n, concreteness, valid, output_dict)
+        terms, stats = self._loss(images, text_features, logit_scale, n, concreteness, valid, return_stats)
+        return _package(terms, stats, output_dict, return_stats)
+
+
+def _check_output(output_dict: bool, return_stats: bool, who: str) -> None:
+    if return_stats and not output_dict:
+        raise ValueError(f"{who}: return_stats=True returns a dict ({{'losses', 'stats'}}); pass output_dict=True")
+
+
+def _package(terms: dict[str, torch.Tensor], stats, output_dict: bool, return_stats: bool):
+    if return_stats:
+        return {"losses": terms, "stats": stats}
+    return terms if output_dict else terms["contrastive_loss"]
 
 
 class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
@@ -358,7 +486,7 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
 
     L = (L_{v->t} + L_{t->v}) / 2, L_{v->t} = -1/R sum_{r=1}^{R} log softmax(s~_{r,:})_r (paper Sec. 2.3, R = 2N),
     where s~_{r,r'} = s_{r,r'} + m_{r mod N} on the hard-negative entry r' = (r + N) mod 2N of every row and every
-    other entry is unchanged (see the module docstring for the layout, margin space, masking and ``stats``).
+    other entry is unchanged (see the module docstring for the layout, margin space, masking and statistics).
 
     A variant supplies only what differs, as class attributes and :meth:`margins`:
 
@@ -368,7 +496,7 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
       2N captions; T2I rows are the N anchor captions against the N anchor images, without hard negatives).
 
     Masking (``hard_negative_valid``) is the same for every variant: -inf on the masked pair's hard-negative
-    entries (both directions where both have them).
+    entries (both directions where both have them). The module keeps no state of a batch.
 
     Class attributes:
         name: registry name.
@@ -394,12 +522,11 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
         self.margin_cfg = margin if margin is not None else MarginConfig()
         if not isinstance(self.margin_cfg, MarginConfig):
             raise ValueError(f"{self.name}: margin must be a MarginConfig, got {type(margin).__name__}")
-        self.stats: dict[str, float] = {}
 
     def margins(self, concreteness: torch.Tensor | None, n: int, device: torch.device) -> torch.Tensor | None:
         """Per-pair margin ``[N]`` in logit units, or None for no margin (plain InfoNCE, NegCLIP).
 
-        ``concreteness`` has already been checked (shape ``[N]``, values in 1-5) when given.
+        ``concreteness`` has already been checked (shape ``[N]``, values in 1-5 for CPU tensors) when given.
         """
         return None
 
@@ -410,8 +537,9 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
         concreteness: torch.Tensor | None = None,
         hard_negative_valid: torch.Tensor | None = None,
         output_dict: bool = True,
+        return_stats: bool = False,
     ):
-        """The same loss and ``stats`` from separate I2T and T2I logits (reference path; inputs are not modified).
+        """The same loss (and statistics) from separate I2T and T2I logits (reference path; inputs not modified).
 
         Useful to read dL/ds of each direction with autograd (tests) or to feed logits computed elsewhere.
 
@@ -419,14 +547,20 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
             logits_per_image: I2T logits s (logit space, before margin), rows images, columns the 2N captions:
                 ``[2N, 2N]`` (``[N, 2N]`` for ``negclip``).
             logits_per_text: T2I logits, rows captions, columns images: ``[2N, 2N]`` (``[N, N]`` for ``negclip``).
-            concreteness, hard_negative_valid, output_dict: as :meth:`forward`.
+            concreteness, hard_negative_valid, output_dict, return_stats: as :meth:`forward`.
+
+        Returns:
+            As :meth:`forward`.
 
         Raises:
             ValueError: as :meth:`forward`, for logits of other shapes.
         """
+        _check_output(output_dict, return_stats, self.name)
         n = self._check_logits(logits_per_image, logits_per_text)
         valid = _check_pair_inputs(concreteness, hard_negative_valid, n, logits_per_image.device, self.name)
-        return self._contrastive(logits_per_image, logits_per_text, n, concreteness, valid, output_dict)
+        loss, sums = self._contrastive(logits_per_image, logits_per_text, n, concreteness, valid, return_stats)
+        return _package({"contrastive_loss": loss}, None if sums is None else statistics_from_sums(sums),
+                        output_dict, return_stats)
 
     # -- the one path ----------------------------------------------------------------------------------------
     def _check_batch(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -446,13 +580,14 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
         rows = two_n if self.needs_hard_negative_images else n
         return (image_features if image_features.shape[0] == rows else image_features[:rows]), n
 
-    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, output_dict):
+    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, return_stats):
         """``forward`` of the hard-negative losses: one product (:func:`get_logits`) gives the I2T logits
         ``[R, 2N]`` (``images`` ``[R, D]``: R = 2N, or the N anchors for NegCLIP's layout); the margin / mask is
         written into the hard-negative entries in place (no dense offset matrix), and T2I is the column softmax of
         the same matrix (of its first R columns in NegCLIP's layout)."""
         logits_per_image, _ = get_logits(images, text_features, logit_scale)  # fresh; mm saves only its inputs
-        return self._contrastive(logits_per_image, None, n, concreteness, valid, output_dict)
+        loss, sums = self._contrastive(logits_per_image, None, n, concreteness, valid, return_stats)
+        return {"contrastive_loss": loss}, None if sums is None else statistics_from_sums(sums)
 
     def _check_logits(self, logits_per_image: torch.Tensor, logits_per_text: torch.Tensor) -> int:
         """Check I2T ``[R, 2N]`` and T2I ``[R, R]`` logits (R = 2N, or N for NegCLIP's layout); returns N."""
@@ -465,67 +600,92 @@ class HardNegativeContrastiveLoss(_UniformCall, nn.Module):
                              f"{tuple(logits_per_text.shape)}")
         return n
 
-    def _contrastive(self, logits_per_image, logits_per_text, n, concreteness, valid, output_dict):
-        """Loss and ``self.stats`` from I2T logits ``[R, 2N]`` (positive of row r in column r, hard negative in
-        column (r + N) mod 2N) and T2I logits ``[R, R]``, or None: T2I read off the first R columns of the I2T
-        matrix (column softmax; faster than a row softmax of the transpose, and both directions' gradients land on
-        one layout), which is then written in place. T2I rows have hard negatives iff R = 2N."""
+    def _contrastive(self, logits_per_image, logits_per_text, n, concreteness, valid, return_sums, rows=None):
+        """Loss and, with ``return_sums``, the statistics' sums and counts (:data:`STAT_SUM_NAMES`) of R rows.
+
+        ``logits_per_image`` ``[R, 2N]``: I2T logits before margin (positive of row r in column ``rows[r]``, hard
+        negative in column (rows[r] + N) mod 2N). ``logits_per_text``: T2I logits of the same R rows (texts) against
+        the image columns (``[R, R]`` for the whole batch, ``[R, 2N]`` for a row subset), or None: T2I read off the
+        first R columns of the I2T matrix (column softmax; faster than a row softmax of the transpose, and both
+        directions' gradients land on one layout), which is then written in place. ``rows``: ``[R]`` global row of
+        each row for a subset of the 2N layout (``distributed.local_rows_loss``; T2I logits required), default
+        ``arange(R)``. T2I rows have hard negatives iff R = 2N or ``rows`` is given.
+
+        Returns ``(scalar loss, sums or None)``; sums of rows whose pair is masked are left out, and the pair
+        counts (margin, masked) are over the anchor rows among the R (global row < N), so that the sums of a
+        partition of the 2N rows add up to those of the whole batch.
+        """
         li = logits_per_image
         r, two_n = li.shape
-        rows = torch.arange(r, device=li.device)
-        cols = (rows + n) % two_n
+        here = torch.arange(r, device=li.device)
+        subset = rows is not None
+        labels = rows.to(li.device) if subset else here
+        cols = (labels + n) % two_n
         margin = self.margins(concreteness, n, li.device)
-        with torch.no_grad():
-            gap = _stat_dtype(li.diagonal() - li[rows, cols])
-        add = hard_negative_offsets(margin, valid, rows % n, li.dtype)
-        t_cols = cols if r == two_n else None
+        pairs = labels % n
+        gap = None
+        if return_sums:
+            with torch.no_grad():
+                pos = li.gather(1, labels[:, None]).squeeze(1) if subset else li.diagonal()
+                gap = _stat_dtype(pos - li[here, cols])
+        add = hard_negative_offsets(margin, valid, pairs, li.dtype)
+        t_cols = cols if (subset or r == two_n) else None
         if logits_per_text is None:
+            if subset:
+                raise ValueError(f"{self.name}: a row subset needs its T2I logits (logits_per_text)")
             if add is not None:
                 # Entry (i, i') is I2T row i's and T2I row i''s hard negative: one write serves both directions.
-                li = li.index_put_((rows, cols), add, accumulate=True)
+                li = li.index_put_((here, cols), add, accumulate=True)
             t_src, t_dim = (li if r == two_n else li[:, :r]), 0
         else:
             t_src, t_dim = logits_per_text, 1
             if add is not None:
-                li = li.index_put((rows, cols), add, accumulate=True)
+                li = li.index_put((here, cols), add, accumulate=True)
                 if t_cols is not None:
-                    t_src = t_src.index_put((rows, t_cols), add, accumulate=True)
+                    t_src = t_src.index_put((here, t_cols), add, accumulate=True)
         log_pi = li.log_softmax(dim=1)
         log_pt = t_src.log_softmax(dim=t_dim)
         if t_dim == 0:
             log_pt = log_pt.T  # rows = texts
-        loss = -(log_pi.diagonal().mean() + log_pt.diagonal().mean()) / 2
-        self.stats = self._statistics(log_pi, log_pt, cols, t_cols, valid, margin, gap)
-        return {"contrastive_loss": loss} if output_dict else loss
+        if subset:
+            loss = -(log_pi.gather(1, labels[:, None]).mean() + log_pt.gather(1, labels[:, None]).mean()) / 2
+        else:
+            loss = -(log_pi.diagonal().mean() + log_pt.diagonal().mean()) / 2
+        if not return_sums:
+            return loss, None
+        return loss, self._stat_sums(log_pi, log_pt, cols, t_cols, labels if subset else None, pairs, n, valid,
+                                     margin, gap)
 
     @staticmethod
     @torch.no_grad()
-    def _statistics(log_pi, log_pt, i_cols, t_cols, valid, margin, gap) -> dict[str, float]:
-        """``stats`` (module docstring) from the log-probabilities of both directions, the hard-negative column of
-        each row (``t_cols`` None: T2I has no hard negatives), the ``[N]`` mask, the ``[N]`` margin and the
+    def _stat_sums(log_pi, log_pt, i_cols, t_cols, pos_cols, pairs, n, valid, margin, gap) -> dict[str, torch.Tensor]:
+        """Sums and counts of the statistics (:data:`STAT_SUM_NAMES`, 0-d tensors, no host synchronisation) from the
+        log-probabilities of both directions, the hard-negative column of each row (``t_cols`` None: T2I has no hard
+        negatives), the positive columns (None: the diagonal), each row's pair, the ``[N]`` mask and margin and the
         detached ``[R]`` I2T logit gap before the margin."""
-        ratio = _ratio_from_log_probs(log_pi.detach(), i_cols)
+        ratio = _ratio_from_log_probs(log_pi.detach(), i_cols, pos_cols)
         if t_cols is not None:
-            ratio = torch.cat([ratio, _ratio_from_log_probs(log_pt.detach(), t_cols)])
+            ratio = torch.cat([ratio, _ratio_from_log_probs(log_pt.detach(), t_cols, pos_cols)])
+        dt = gap.dtype
+        ratio = ratio.to(dt)
+        # anchor rows (global row < N) carry the pair counts: every pair is counted once per batch
+        anchor_rows = (pos_cols if pos_cols is not None else torch.arange(pairs.shape[0], device=pairs.device)) < n
         if valid is None:
-            ok_gap = ok = None
-            n_ok, masked = gap.shape[0], 0
+            ok_rows = torch.ones_like(anchor_rows)
         else:
-            ok_gap = valid.repeat(gap.shape[0] // valid.shape[0])  # I2T rows -> their pair's flag
-            ok = ok_gap.repeat(ratio.shape[0] // ok_gap.shape[0])
-            n_ok, masked = int(ok_gap.sum()), int((~valid).sum())
-        if n_ok:
-            mean_ratio = float(ratio.mean() if ok is None else ratio[ok].mean())
-            gap_mean = float(gap.mean() if ok_gap is None else gap[ok_gap].mean())
-            margin_mean = 0.0 if margin is None else float(margin.mean() if valid is None else margin[valid].mean())
-        else:  # every hard negative masked: all of the push goes to easy negatives (ratio 0, share 1)
-            mean_ratio = gap_mean = margin_mean = 0.0
+            ok_rows = valid[pairs]  # each row -> its pair's flag
+        ok = ok_rows.repeat(ratio.shape[0] // ok_rows.shape[0])
+        ok_pairs = anchor_rows & ok_rows
+        zero = gap.new_zeros(())
+        margin_rows = zero.expand(pairs.shape[0]) if margin is None else margin.to(dt)[pairs]
         return {
-            "gradient_ratio": mean_ratio,
-            "easy_negative_share": 1.0 - mean_ratio,
-            "margin_mean": margin_mean,
-            "logit_gap": gap_mean,
-            "masked_hard_negatives": float(masked),
+            "ratio_sum": torch.where(ok, ratio, zero).sum(),
+            "ratio_rows": ok.sum().to(dt),
+            "gap_sum": torch.where(ok_rows, gap, zero).sum(),
+            "gap_rows": ok_rows.sum().to(dt),
+            "margin_sum": torch.where(ok_pairs, margin_rows, zero).sum(),
+            "margin_pairs": ok_pairs.sum().to(dt),
+            "masked_pairs": (anchor_rows & ~ok_rows).sum().to(dt),
         }
 
 
@@ -554,7 +714,7 @@ class CementLoss(HardNegativeContrastiveLoss):
         """
         if concreteness is None:
             raise ValueError(f"{self.name} loss needs the keyword concreteness c_i of every pair (got None)")
-        return self._margin_fn(concreteness.detach().to(device), self.margin_cfg)
+        return self._margin_fn(concreteness.detach().to(device, non_blocking=True), self.margin_cfg)
 
 
 class InverseMarginLoss(CementLoss):
@@ -585,7 +745,7 @@ class NegCLIPLoss(HardNegativeContrastiveLoss):
     column i + N). T2I: each anchor caption t_i against the anchor images only (``[N, N]``); the hard-negative
     captions are not rows and the hard-negative images v'_i are not used (pass ``[N, D]`` or ``[2N, D]`` image
     features; rows N..2N-1 of the latter are ignored). L = (L_{v->t} + L_{t->v}) / 2, each a mean over N rows.
-    No margin. Masking sets I2T entry (i, i + N) to -inf. ``stats["gradient_ratio"]`` is the I2T mean only (T2I
+    No margin. Masking sets I2T entry (i, i + N) to -inf. The ``gradient_ratio`` statistic is the I2T mean only (T2I
     has no hard negative); ``logit_gap`` is s(v_i, t_i) - s(v_i, t'_i). All of it is the shared forward path of
     :class:`HardNegativeContrastiveLoss` with ``needs_hard_negative_images = False``.
     """
@@ -599,9 +759,10 @@ class ClipFineTuneLoss(_UniformCall, ClipLoss):
     ``ClipLoss`` over N anchors, N x N logits, symmetric I2T + T2I, no margin.
 
     Takes the uniform call of :data:`LOSSES`; ``concreteness`` / ``hard_negative_valid`` are checked against the N
-    rows (so a 2N ConcreteBatch passed by mistake is caught when they are given) and otherwise ignored. ``stats``:
-    ``gradient_ratio`` 0, ``easy_negative_share`` 1, ``margin_mean`` 0, ``masked_hard_negatives`` 0 (there is no
-    hard negative, all of the push goes to easy negatives); no ``logit_gap``.
+    rows (so a 2N ConcreteBatch passed by mistake is caught when they are given) and otherwise ignored. Statistics
+    (``return_stats=True``, :meth:`statistics`): ``gradient_ratio`` 0, ``easy_negative_share`` 1, ``margin_mean``
+    0, ``masked_hard_negatives`` 0 (there is no hard negative, all of the push goes to easy negatives); no
+    ``logit_gap``.
 
     Its forward is open_clip's own (two products, ``F.cross_entropy``), not the hard-negative path of
     :class:`HardNegativeContrastiveLoss`: the baseline is by definition open_clip's loss, bit for bit, and keeps
@@ -620,7 +781,16 @@ class ClipFineTuneLoss(_UniformCall, ClipLoss):
         ``ClipLoss`` options (``local_loss``, ``gather_with_grad``, ``rank``, ``world_size``, ...)."""
         super().__init__(**clip_loss_kwargs)
         self.margin_cfg = margin if margin is not None else MarginConfig()
-        self.stats: dict[str, float] = {}
+
+    @staticmethod
+    def statistics(device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+        """The constant statistics of a loss without hard negatives (0-d float32 tensors on ``device``): no push on
+        a hard negative (``gradient_ratio`` 0, ``easy_negative_share`` 1), no margin, nothing masked."""
+        def const(v: float) -> torch.Tensor:
+            return torch.full((), v, dtype=torch.float32, device=device)
+
+        return {"gradient_ratio": const(0.0), "easy_negative_share": const(1.0), "margin_mean": const(0.0),
+                "masked_hard_negatives": const(0.0)}
 
     def _check_batch(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, int]:
         """``[N, D]`` anchor images and captions of the same shape; returns ``(image_features, N)``."""
@@ -630,12 +800,10 @@ class ClipFineTuneLoss(_UniformCall, ClipLoss):
                              f"{tuple(text_features.shape)} differ")
         return image_features, image_features.shape[0]
 
-    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, output_dict):
+    def _loss(self, images, text_features, logit_scale, n, concreteness, valid, return_stats):
         """open_clip ``ClipLoss.forward`` on the N anchors (c_i and the mask are checked, unused)."""
-        out = ClipLoss.forward(self, images, text_features, logit_scale, output_dict=output_dict)
-        self.stats = {"gradient_ratio": 0.0, "easy_negative_share": 1.0, "margin_mean": 0.0,
-                      "masked_hard_negatives": 0.0}
-        return out
+        terms = ClipLoss.forward(self, images, text_features, logit_scale, output_dict=True)
+        return terms, (self.statistics(images.device) if return_stats else None)
 
 
 #: Registry: name -> loss class; every class takes ``(margin: MarginConfig | None = None)``.

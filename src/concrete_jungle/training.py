@@ -12,9 +12,29 @@ to [0, ln 100], i.e. the exponentiated scale that multiplies cosine similarities
 
 Per logged step dvclive receives every loss term, ``train/logit_scale_exp`` (the **exponentiated** scale,
 multiplier of cosines, <= 100), the learning rate, the total gradient norm before clipping (``train/grad_norm``,
-when clipping is on) and for hard-negative losses the statistics of ``loss_fn.stats``: the gradient ratio
-p_{i,i'} / (1 - p_{i,i}) (``train/gradient_ratio``), the easy-negative share, the mean margin and the mean logit gap.
-With several processes the logged values are those of the whole global batch.
+when clipping is on) and for the losses of ``concrete_jungle.losses`` the statistics they return when called with
+``return_stats=True`` (on logged steps only): the gradient ratio p_{i,i'} / (1 - p_{i,i}) (``train/gradient_ratio``),
+the easy-negative share, the mean margin, the mean logit gap and the number of masked hard negatives. With several
+processes the logged values are those of the whole global batch.
+
+Input pipeline: a torch ``DataLoader`` over the batches of :func:`concrete_jungle.distributed.anchor_sampler`'s
+order (epoch e: the sampler's permutation for (seed, e), batch b = positions [b*n, (b+1)*n)), started at the
+resume position, so the batches are today's, in today's order, whatever the number of workers. ``num_workers=0``
+builds each batch in the main process exactly when the step needs it (bit-identical to building it by hand, random
+augmentation drawing from the global RNGs that the training state saves). ``num_workers > 0`` decodes and
+collates in worker processes, ahead of the step (``prefetch_factor`` batches a worker), into pinned memory on CUDA;
+before each item a worker seeds torch / numpy / ``random`` from (seed, epoch, item index), so random augmentation is
+a function of the run's seed and the item alone: deterministic, the same for any number of workers > 0 and after a
+resume (but not the draws of ``num_workers=0``: the two schemes are recorded in the state's fingerprint, and a state
+of the other scheme is not resumed). With deterministic preprocessing (``augment: false``) every number of workers
+gives the same batches, hence the same weights. The decoded-input cache of the datasets (``cache=True``) works as
+before with 0 workers; with workers each worker process holds its **own** cache, started empty and filled as that
+worker decodes (an image is decoded at most once per worker; memory up to ``num_workers`` copies of the cache: use
+``cache=False`` for datasets whose decoded images do not fit that many times).
+
+Host-device synchronisation: a step that is not logged launches its work and returns without waiting for the
+device (no ``.item()`` / ``float()``, no Python branch on a device value, host-to-device copies non-blocking). Logged
+steps read every value in one transfer.
 
 Long runs: every ``checkpoint_every`` steps (and at the end) rank 0 writes the model checkpoint
 (``models.checkpoints.save_checkpoint``, open_clip-loadable, ``"complete": False`` until the end) and a **training state** file
@@ -25,7 +45,13 @@ killed at any point and started again with the same arguments resumes from the l
 weights bit-identical to an uninterrupted run; the dvclive curves are rebuilt from the logged rows stored in the state,
 so they too equal the uninterrupted run's (rows logged after the last checkpoint by the killed run are dropped and
 logged again). A non-finite loss or gradient norm stops the run with :class:`NonFiniteLossError` naming the step; the
-last checkpoint and state written before it stay in place. Every file is read with ``torch.load(weights_only=True)``.
+last checkpoint and state written before it stay in place. The guard is immediate on logged steps (the bad step's
+update is not applied, as :func:`train_step` with ``check_finite=True``) and **deferred** on the others: each step
+records on the device whether its loss (and gradient norm) were finite, keeping the first bad step's index and
+values, and the record is read on the next logged step, before every checkpoint and at the end; the error then names
+the first non-finite step. Steps between it and the check run on invalid weights (wasted, never saved: no checkpoint
+or state after the bad step is ever written), and the in-memory model is then invalid. Every file is read with
+``torch.load(weights_only=True)``.
 
 Data-parallel training under ``torchrun`` (``concrete_jungle.distributed``): DDP, anchors sharded with their hard
 negatives, features gathered with gradients into the global 2N layout, ``global`` or ``local`` loss mode.
@@ -35,11 +61,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import logging
 import math
-import numbers
 import os
 import random
 import time
@@ -61,13 +84,32 @@ from concrete_jungle.distributed import (
     distributed_contrastive_loss,
     init_distributed,
 )
-from concrete_jungle.io import atomic_write, load_rgb
+from concrete_jungle.datasets import (  # noqa: F401 (the training inputs, re-exported)
+    AnchorDataset,
+    ConcreteBatchDataset,
+    ResumableBatches,
+    collate_hard_negatives,
+    collate_pairs,
+    make_loader,
+)
+from concrete_jungle.losses import evaluate_loss
+from concrete_jungle.resume import (  # noqa: F401 (the training state, re-exported)
+    STATE_FORMAT_VERSION,
+    capture_rng_state,
+    read_training_state,
+    restore_rng_state,
+    save_training_state,
+    training_fingerprint,
+    why_not_resumable,
+)
 
 __all__ = [
     "AnchorDataset",
     "ConcreteBatchDataset",
     "collate_pairs",
     "collate_hard_negatives",
+    "ResumableBatches",
+    "make_loader",
     "cosine_lr",
     "train_step",
     "train_contrastive",
@@ -81,175 +123,12 @@ __all__ = [
 ]
 
 LOGIT_SCALE_MAX = math.log(100.0)
-STATE_FORMAT_VERSION = 1
 logger = logging.getLogger(__name__)
 
 
 class NonFiniteLossError(RuntimeError):
     """Raised when a training step produces a NaN/Inf loss or gradient norm. The message names the step; the last
     checkpoint and training state written before that step are left in place (none if no checkpoint was due yet)."""
-
-
-def _check_files(paths: Sequence[str], what: str) -> None:
-    """Raise ``FileNotFoundError`` naming up to three missing image files of ``what`` (checked before training)."""
-    missing = sorted({p for p in paths if not Path(p).is_file()})
-    if missing:
-        raise FileNotFoundError(f"{what}: {len(missing)} image file(s) missing, e.g. {missing[:3]}")
-
-
-class _CachedInputs:
-    """Memoises preprocessed images and token rows, so every epoch after the first skips decoding, resizing and
-    BPE. The cache is one contiguous tensor per kind, allocated on first use (many small long-lived tensors
-    interleaved with per-step activations fragmented the heap: +0.7 GiB an epoch on the world base model). Only
-    for deterministic preprocessing (``augment: false``): with random augmentation set ``cache=False``."""
-
-    def _init_cache(self, preprocess: Callable, tokenizer: Callable, cache: bool, image_paths: Sequence[str],
-                    texts: Sequence[str]) -> None:
-        self.preprocess, self.tokenizer, self.cache = preprocess, tokenizer, cache
-        self._image_row = {p: i for i, p in enumerate(dict.fromkeys(image_paths))}
-        self._text_row = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-        self._images: torch.Tensor | None = None
-        self._tokens: torch.Tensor | None = None
-        self._image_done = torch.zeros(len(self._image_row), dtype=torch.bool)
-        self._text_done = torch.zeros(len(self._text_row), dtype=torch.bool)
-
-    def _image(self, path: str) -> torch.Tensor:
-        if not self.cache or path not in self._image_row:
-            return self.preprocess(load_rgb(path))
-        row = self._image_row[path]
-        if not self._image_done[row]:
-            x = self.preprocess(load_rgb(path))
-            if self._images is None:
-                self._images = torch.empty((len(self._image_row), *x.shape), dtype=x.dtype)
-            self._images[row] = x
-            self._image_done[row] = True
-        return self._images[row]  # a view: collate copies it into the batch
-
-    def _text(self, text: str) -> torch.Tensor:
-        if not self.cache or text not in self._text_row:
-            return self.tokenizer([text])[0]
-        row = self._text_row[text]
-        if not self._text_done[row]:
-            t = self.tokenizer([text])[0]
-            if self._tokens is None:
-                self._tokens = torch.empty((len(self._text_row), *t.shape), dtype=t.dtype)
-            self._tokens[row] = t
-            self._text_done[row] = True
-        return self._tokens[row]
-
-
-class AnchorDataset(_CachedInputs, Dataset):
-    """Image-caption pairs from a corpus manifest (no hard negatives), for the base-model stage.
-
-    Items are ``(image [3, H, W] float, tokens [L] long)``. ``caption="anchor"`` always uses the anchor caption;
-    ``"random"`` draws one of the image's captions, deterministically from ``(seed, epoch, index)``.
-    """
-
-    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, caption: str = "random",
-                 seed: int = 0, cache: bool = True) -> None:
-        if not records:
-            raise ValueError("AnchorDataset: the manifest has no records")
-        if caption not in ("random", "anchor"):
-            raise ValueError(f"caption must be 'random' or 'anchor', got {caption!r}")
-        self.records = list(records)
-        _check_files([r["image"] for r in self.records], "corpus manifest")
-        texts = [r["anchor"] for r in self.records] + [c for r in self.records for c in r["captions"]]
-        self._init_cache(preprocess, tokenizer, cache, [r["image"] for r in self.records], texts)
-        self.caption, self.seed, self.epoch = caption, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, i: int):
-        rec = self.records[i]
-        if self.caption == "anchor":
-            text = rec["anchor"]
-        else:
-            rng = random.Random(hash((self.seed, self.epoch, i)))
-            text = rng.choice(rec["captions"])
-        return self._image(rec["image"]), self._text(text)
-
-
-class ConcreteBatchDataset(_CachedInputs, Dataset):
-    """ConcreteBatch records as training quadruples (paper Sec. 2.2-2.3).
-
-    Items are ``(image, tokens, negative_image, negative_tokens, c_i, valid)`` with images ``[3, H, W]``, tokens
-    ``[L]``, ``c_i`` the keyword concreteness (float, 1-5) and ``valid`` False when the negative caption tokenises
-    to the anchor's (its hard-negative entries are then masked, never pushed away). With
-    ``negative_images=False`` (losses that use no hard-negative image, e.g. NegCLIP) ``negative_image`` is None,
-    the records may be text-only (``image_negatives: none``) and hard-negative images are never decoded.
-
-    Raises:
-        ValueError: no records, a record lacking a field the loss needs (naming the record and the field), or a
-            ``c_i`` that is not a finite number in [1, 5] (Brysbaert's concreteness scale; naming the record's
-            ``anchor_id`` and the value).
-        FileNotFoundError: an image path that does not exist (via ``_check_files``).
-    """
-
-    def __init__(self, records: Sequence[dict], preprocess: Callable, tokenizer: Callable, cache: bool = True,
-                 negative_images: bool = True) -> None:
-        if not records:
-            raise ValueError("ConcreteBatchDataset: the ConcreteBatch has no records")
-        keys = ("image", "caption", "negative_caption", "c_i") + (("negative_image",) if negative_images else ())
-        for idx, rec in enumerate(records):
-            for key in keys:
-                if rec.get(key) is None:
-                    hint = (" (text-only hard negatives, image_negatives: none: the 2N x 2N losses need a negative"
-                            " image; use image_negatives scene, retrieval or sdxl_turbo, or a loss without"
-                            " hard-negative images such as negclip)") if key == "negative_image" else ""
-                    raise ValueError(f"ConcreteBatch record {idx} ({rec.get('anchor_id')}) lacks {key!r}{hint}")
-            c = rec["c_i"]
-            if isinstance(c, bool) or not isinstance(c, numbers.Real) or not (math.isfinite(c) and 1 <= c <= 5):
-                raise ValueError(f"ConcreteBatch record {idx} (anchor_id {rec.get('anchor_id')!r}) has c_i {c!r}; "
-                                 "expected a finite concreteness in [1, 5] (Brysbaert scale)")
-        self.negative_images = bool(negative_images)
-        self.records = list(records)
-        paths = [p for r in self.records for p in ((r["image"], r["negative_image"]) if negative_images
-                                                   else (r["image"],))]
-        _check_files(paths, "ConcreteBatch")
-        self._init_cache(preprocess, tokenizer, cache, paths,
-                         [t for r in self.records for t in (r["caption"], r["negative_caption"])])
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    def __getitem__(self, i: int):
-        r = self.records[i]
-        tok, neg_tok = self._text(r["caption"]), self._text(r["negative_caption"])
-        valid = not torch.equal(tok, neg_tok)
-        neg_img = self._image(r["negative_image"]) if self.negative_images else None
-        return self._image(r["image"]), tok, neg_img, neg_tok, float(r["c_i"]), valid
-
-
-def collate_pairs(batch):
-    """Stack ``(image, tokens)`` items into ``{"images": [N,3,H,W], "texts": [N,L]}``."""
-    images, texts = zip(*batch)
-    return {"images": torch.stack(images), "texts": torch.stack(texts)}
-
-
-def collate_hard_negatives(batch):
-    """Stack ConcreteBatch items into the 2N layout: anchors first, then their hard negatives.
-
-    Returns ``{"images": [2N,3,H,W], "texts": [2N,L], "concreteness": [N], "valid": [N] bool}``; ``images`` is
-    ``[N,3,H,W]`` (anchor images only) when the items carry no hard-negative image
-    (``ConcreteBatchDataset(negative_images=False)``).
-
-    Raises:
-        ValueError: if some items carry a hard-negative image and others do not.
-    """
-    img, tok, nimg, ntok, c, valid = zip(*batch)
-    missing = sum(x is None for x in nimg)
-    if missing not in (0, len(nimg)):
-        raise ValueError(f"collate_hard_negatives: {missing} of {len(nimg)} items lack a hard-negative image")
-    return {
-        "images": torch.stack(list(img) + ([] if missing else list(nimg))),
-        "texts": torch.stack(list(tok) + list(ntok)),
-        "concreteness": torch.tensor(c, dtype=torch.float32),
-        "valid": torch.tensor(valid, dtype=torch.bool),
-    }
 
 
 def cosine_lr(step: int, total_steps: int, warmup_steps: int, base_lr: float) -> float:
@@ -291,23 +170,30 @@ def train_step(
     autocast: Callable[[], Any] = contextlib.nullcontext,
     ctx: DistContext = DistContext(),
     distributed_loss: str = "global",
-    compute_stats: bool = True,
+    return_stats: bool = False,
+    check_finite: bool = True,
 ) -> dict:
     """One AdamW step on one batch (the paper's Sec. 3 fine-tuning; loss of Sec. 2.3): forward (under ``autocast``),
     loss, backward, clipping, step, logit-scale clamp.
 
-    The loss is called as ``loss_fn(image_features, text_features, logit_scale, concreteness=..., hard_negative_valid=...,
-    output_dict=True)`` (hard negatives) or ``loss_fn(image_features, text_features, logit_scale, output_dict=True)``
-    (pairs), with fp32 L2-normalised features and the exponentiated logit scale; with ``ctx.enabled`` it goes through
-    :func:`concrete_jungle.distributed.distributed_contrastive_loss`. After ``optimizer.step()`` the raw logit-scale
-    parameter is clamped to [0, ln 100].
+    The loss is called through :func:`concrete_jungle.losses.evaluate_loss` (``loss_fn(image_features,
+    text_features, logit_scale, concreteness=..., hard_negative_valid=..., output_dict=True)`` with hard negatives,
+    ``loss_fn(image_features, text_features, logit_scale, output_dict=True)`` for pairs, plus ``return_stats=True``
+    when asked and the loss provides statistics), with fp32 L2-normalised features and the exponentiated logit
+    scale; with ``ctx.enabled`` it goes through :func:`concrete_jungle.distributed.distributed_contrastive_loss`.
+    After ``optimizer.step()`` the raw logit-scale parameter is clamped to [0, ln 100].
+
+    With ``check_finite=False`` and ``return_stats=False`` the step never waits for the device: batch tensors are
+    copied with ``non_blocking=True`` (asynchronous from pinned memory), the c_i are checked on the CPU, and the
+    finiteness of the loss and gradient norm is returned as a device tensor (``"finite"``) instead of being tested.
 
     Args:
         model: open_clip model returning a dict (``image_features``, ``text_features``, ``logit_scale``), possibly
             wrapped in ``DistributedDataParallel``.
         batch: ``{"images": [2N,3,H,W], "texts": [2N,L], "concreteness": [N], "valid": [N] bool}``
-            (:func:`collate_hard_negatives`; ``images`` ``[N,3,H,W]`` for losses without hard-negative images) or ``{"images": [N,...], "texts": [N,L]}`` (:func:`collate_pairs`);
-            the local shard under DDP.
+            (:func:`collate_hard_negatives`; ``images`` ``[N,3,H,W]`` for losses without hard-negative images) or
+            ``{"images": [N,...], "texts": [N,L]}`` (:func:`collate_pairs`); the local shard under DDP; CPU
+            tensors (pinned for asynchronous copies) or already on the device.
         loss_fn: loss module (see above).
         optimizer: its ``param_groups`` get ``lr`` before the step.
         lr: learning rate of this step.
@@ -317,15 +203,19 @@ def train_step(
         autocast: context-manager factory wrapping the forward pass (``ModelBundle.autocast``).
         ctx: data-parallel context.
         distributed_loss: ``"global"`` or ``"local"`` (only used with ``ctx.enabled``).
-        compute_stats: local mode: also fill ``loss_fn.stats`` for the global batch (logging steps).
+        return_stats: also return the loss's statistics of the (global) batch (logging steps).
+        check_finite: test the loss and gradient norm here (one synchronisation each) and raise before the update;
+            False: only report ``"finite"`` (the caller checks it later; the update is applied either way).
 
     Returns:
-        ``{"losses": {name: detached scalar}, "loss": detached scalar, "grad_norm": detached scalar or None}``; the
-        loss terms are averaged over ranks (the global batch's loss in both modes).
+        ``{"losses": {name: detached scalar}, "loss": detached scalar, "grad_norm": detached scalar or None,
+        "stats": {name: 0-d tensor} or None, "finite": 0-d bool tensor}``, all on the device; the loss terms are
+        averaged over ranks (the global batch's loss in both modes); ``stats`` is None unless ``return_stats`` and
+        the loss provides statistics.
 
     Raises:
-        NonFiniteLossError: the loss or the gradient norm is NaN/Inf (message names ``step``); the parameters and
-            optimiser state are not updated by this step.
+        NonFiniteLossError: ``check_finite`` and the loss or the gradient norm is NaN/Inf (message names ``step``);
+            the parameters and optimiser state are not updated by this step.
     """
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -339,176 +229,84 @@ def train_step(
     img_f, txt_f, scale = out["image_features"].float(), out["text_features"].float(), out["logit_scale"]
     concreteness = valid = None
     if hard_negatives:
-        concreteness, valid = batch["concreteness"].to(device), batch["valid"].to(device)
+        concreteness, valid = batch["concreteness"], batch["valid"]
+        if ctx.enabled:  # gathered over ranks: on the device (the losses check c_i values of CPU tensors only)
+            concreteness = concreteness.to(device, non_blocking=True)
+            valid = valid.to(device, non_blocking=True)
     if ctx.enabled:
-        losses = distributed_contrastive_loss(loss_fn, img_f, txt_f, scale, ctx, hard_negatives=hard_negatives,
-                                              mode=distributed_loss, concreteness=concreteness,
-                                              hard_negative_valid=valid, compute_stats=compute_stats)
-    elif hard_negatives:
-        losses = loss_fn(img_f, txt_f, scale, concreteness=concreteness, hard_negative_valid=valid, output_dict=True)
+        res = distributed_contrastive_loss(loss_fn, img_f, txt_f, scale, ctx, hard_negatives=hard_negatives,
+                                           mode=distributed_loss, concreteness=concreteness,
+                                           hard_negative_valid=valid, return_stats=return_stats)
+        losses, stats = (res["losses"], res["stats"]) if return_stats else (res, None)
     else:
-        losses = loss_fn(img_f, txt_f, scale, output_dict=True)
+        losses, stats = evaluate_loss(loss_fn, img_f, txt_f, scale, hard_negatives=hard_negatives,
+                                      concreteness=concreteness, hard_negative_valid=valid,
+                                      return_stats=return_stats)
     total = sum(losses.values())
     names = list(losses)
     reported = all_reduce_mean(torch.stack([losses[k].detach().float() for k in names]), ctx)
     total_reported = reported.sum()
-    if not torch.isfinite(total_reported):
+    finite = torch.isfinite(total_reported)
+    if check_finite and not finite:
         raise NonFiniteLossError(f"non-finite loss {float(total_reported)} at step {step}")
     total.backward()
     grad_norm = None
     if grad_clip:
         grad_norm = torch.nn.utils.clip_grad_norm_([p for p in raw.parameters() if p.grad is not None], grad_clip)
-        if not torch.isfinite(grad_norm):
+        norm_ok = torch.isfinite(grad_norm)
+        if check_finite and not norm_ok:
             optimizer.zero_grad(set_to_none=True)
             raise NonFiniteLossError(f"non-finite gradient norm {float(grad_norm)} at step {step} "
                                      f"(loss {float(total_reported):.6g})")
+        finite = finite & norm_ok
     optimizer.step()
     with torch.no_grad():
         raw.logit_scale.clamp_(0, LOGIT_SCALE_MAX)
     return {"losses": dict(zip(names, reported)), "loss": total_reported,
-            "grad_norm": None if grad_norm is None else grad_norm.detach()}
+            "grad_norm": None if grad_norm is None else grad_norm.detach(), "stats": stats, "finite": finite}
+
+
+class _DeferredGuard:
+    """The deferred non-finite check of the loop (module docstring): a device record ``[first bad step, its loss,
+    its gradient norm]`` (step -1: none yet), updated without synchronisation and read by :meth:`check`."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.record = torch.tensor([-1.0, 0.0, 0.0], dtype=torch.float64, device=device)
+        self.pending = False
+
+    def update(self, step: int, out: dict) -> None:
+        norm = out["grad_norm"] if out["grad_norm"] is not None else torch.zeros((), device=self.record.device)
+        now = torch.stack([torch.full_like(self.record[0], float(step)), out["loss"].to(torch.float64),
+                           norm.to(torch.float64)])
+        newly_bad = (self.record[0] < 0) & ~out["finite"]
+        self.record = torch.where(newly_bad, now, self.record)
+        self.pending = True
+
+    @staticmethod
+    def error(record: Sequence[float], has_norm: bool, found_after: int) -> NonFiniteLossError | None:
+        """The error for a host copy of the record, or None when no step was bad."""
+        bad_step, loss, norm = record
+        if bad_step < 0:
+            return None
+        when = f" (found at the check after step {found_after})" if found_after != int(bad_step) else ""
+        if not math.isfinite(loss) or not has_norm:
+            return NonFiniteLossError(f"non-finite loss {loss} at step {int(bad_step)}{when}")
+        return NonFiniteLossError(f"non-finite gradient norm {norm} at step {int(bad_step)}{when} (loss {loss:.6g})")
+
+    def check(self, has_norm: bool, found_after: int) -> None:
+        """Read the record (one synchronisation, skipped when nothing was recorded since the last check) and raise
+        :class:`NonFiniteLossError` naming the first non-finite step."""
+        if not self.pending:
+            return
+        err = self.error(self.record.tolist(), has_norm, found_after)
+        self.pending = False
+        if err is not None:
+            raise err
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Training state (resume)
 # --------------------------------------------------------------------------------------------------------------
-def capture_rng_state(device: torch.device | str = "cpu") -> dict:
-    """RNG states of torch (CPU, and CUDA for a CUDA ``device``), numpy's global generator and Python's ``random``,
-    as tensors, ints, floats and lists only, so ``torch.load(weights_only=True)`` reads them back (resumable runs;
-    no paper equation).
-
-    Returns:
-        ``{"torch": uint8 tensor, "numpy": {"name", "keys": int64 tensor [624], "pos", "has_gauss",
-        "cached_gaussian"}, "python": {"version", "state": list[int], "gauss_next"}, ["cuda": uint8 tensor]}``.
-    """
-    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
-    version, internal, gauss_next = random.getstate()
-    state = {
-        "torch": torch.get_rng_state(),
-        "numpy": {"name": str(name), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "python": {"version": int(version), "state": [int(v) for v in internal], "gauss_next": gauss_next},
-    }
-    device = torch.device(device)
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def restore_rng_state(state: dict, device: torch.device | str = "cpu") -> None:
-    """Set the global RNGs from :func:`capture_rng_state`'s dict.
-
-    Raises:
-        ValueError: a key is missing (the message names it).
-    """
-    for key in ("torch", "numpy", "python"):
-        if key not in state:
-            raise ValueError(f"RNG state lacks {key!r} (has {sorted(state)})")
-    torch.set_rng_state(state["torch"])
-    ns = state["numpy"]
-    np.random.set_state((ns["name"], ns["keys"].numpy().astype(np.uint32), ns["pos"], ns["has_gauss"],
-                         ns["cached_gaussian"]))
-    ps = state["python"]
-    random.setstate((ps["version"], tuple(ps["state"]), ps["gauss_next"]))
-    device = torch.device(device)
-    if device.type == "cuda" and "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
-def save_training_state(path: str | os.PathLike, state: dict) -> Path:
-    """Write a training-state dict atomically (temp file in the same folder, fsync, ``os.replace``).
-
-    Keys written by :func:`train_contrastive`: ``format_version``, ``step`` (optimiser steps done), ``total_steps``,
-    ``epoch`` and ``batch_in_epoch`` (position of the next batch), ``complete``, ``model`` (state dict),
-    ``optimizer`` (state dict), ``rng`` (one :func:`capture_rng_state` dict per rank), ``params`` (the resolved params,
-    plain types), ``fingerprint`` (str/int: initial weights, dataset, loss, code, world size), ``log_rows``
-    (``[[step, {metric: float}], ...]``), ``last`` (latest logged metrics) and ``seen`` (training rows so far).
-
-    Returns:
-        ``path``.
-
-    Raises:
-        OSError: the folder cannot be created or the rename fails (the previous file is left intact).
-    """
-    path = Path(path)
-    with atomic_write(path, "wb") as fh:
-        torch.save(state, fh)
-    return path
-
-
-def read_training_state(path: str | os.PathLike) -> dict:
-    """Read a training-state file with ``torch.load(weights_only=True, map_location="cpu")``.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: the file is not a readable weights-only torch file, not a dict, of another format version, or
-            lacks a key (the message names the path).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"training state {str(path)!r} does not exist")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"training state {str(path)!r} is not a readable weights-only torch file: {exc}; delete it "
-                         "to start the run afresh") from exc
-    if not isinstance(state, dict):
-        raise ValueError(f"training state {str(path)!r} holds a {type(state).__name__}, not a dict")
-    if state.get("format_version") != STATE_FORMAT_VERSION:
-        raise ValueError(f"training state {str(path)!r} has format_version {state.get('format_version')!r}, "
-                         f"expected {STATE_FORMAT_VERSION}")
-    missing = [k for k in ("step", "epoch", "batch_in_epoch", "model", "optimizer", "rng", "params", "fingerprint",
-                           "log_rows") if k not in state]
-    if missing:
-        raise ValueError(f"training state {str(path)!r} lacks the keys {missing}")
-    return state
-
-
-_CODE_FILES = ("training.py", "distributed.py", "losses.py", "models/build.py", "models/checkpoints.py",
-               "models/encoding.py")
-
-
-def _fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Callable, hard_negatives: bool,
-                 world_size: int) -> dict:
-    """What must not change for a state to be resumed, besides the params: the initial weights, the dataset
-    (records, image sizes and modification times), the loss, this package's training code and the world size."""
-    weights = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        t = tensor.detach().to("cpu").contiguous().reshape(-1)
-        weights.update(f"{name}|{t.dtype}|{tuple(tensor.shape)}".encode())
-        weights.update(t.view(torch.uint8).numpy())
-    data = hashlib.sha256(f"{type(dataset).__name__}|{len(dataset)}".encode())
-    records = getattr(dataset, "records", None)
-    if records is not None:
-        data.update(json.dumps(records, sort_keys=True, default=str).encode())
-        for rec in records:
-            for key in ("image", "negative_image"):
-                p = rec.get(key) if isinstance(rec, dict) else None
-                if isinstance(p, str) and os.path.exists(p):
-                    st = os.stat(p)
-                    data.update(f"{p}|{st.st_size}|{st.st_mtime_ns}".encode())
-    code = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in _CODE_FILES:
-        code.update((here / name).read_bytes())
-    loss_desc = getattr(loss_fn, "__name__", type(loss_fn).__name__)
-    margin = getattr(loss_fn, "margin_cfg", None)
-    return {"weights": weights.hexdigest(), "dataset": data.hexdigest(), "code": code.hexdigest(),
-            "loss": f"{loss_desc}|{margin!r}", "hard_negatives": bool(hard_negatives), "world_size": int(world_size)}
-
-
-def _why_not_resumable(state: dict, params_dump: dict, fingerprint: dict) -> str | None:
-    if state["params"] != params_dump:
-        old, new = state["params"], params_dump
-        keys = sorted({*old, *new}, key=str) if isinstance(old, dict) else []
-        diff = [k for k in keys if old.get(k) != new.get(k)]
-        return f"its params differ (top-level keys {diff[:5]})"
-    diff = sorted(k for k in {*fingerprint, *state["fingerprint"]} if fingerprint.get(k) != state["fingerprint"].get(k))
-    if diff:
-        return f"its inputs differ ({', '.join(diff)})"
-    return None
-
-
 def _rewrite_tsv_history(live, rows: Sequence) -> None:
     for step, metrics in rows:
         live.step = int(step)
@@ -541,6 +339,7 @@ def train_contrastive(
     state_path: str | Path | None = None,
     keep_state: bool = True,
     on_step_end: Callable[[int], None] | None = None,
+    num_workers: int | None = None,
 ) -> dict:
     """Train ``bundle.model`` in place, resumably, and save its checkpoint; returns a summary dict (paper Sec. 3).
 
@@ -575,6 +374,9 @@ def train_contrastive(
             the process dies), so two concurrent runs never share one state.
         keep_state: keep the final state file (True), or delete it once the final checkpoint is written.
         on_step_end: called with the number of steps done after each step (after any checkpoint of that step).
+        num_workers: DataLoader worker processes that decode and collate the batches (module docstring); None
+            (default): ``loop.num_workers`` when the loop params have that field, else 0 (in the main process, on
+            demand: bit-identical to building each batch by hand). Batches are pinned when training on CUDA.
 
     Returns:
         ``{"steps", "samples_per_s" (rows of this process's run segment a second, all ranks), "wall_s" (this
@@ -585,7 +387,8 @@ def train_contrastive(
             ``<folder>/.lock``).
         NonFiniteLossError: a loss or gradient norm is NaN/Inf (names the step and the last good checkpoint).
         ValueError: the dataset is smaller than one batch per rank; ``batch_size`` not divisible by the world size;
-            ``checkpoint_every`` < 1; unknown ``distributed_loss``; an unreadable state file (names the path).
+            ``checkpoint_every`` < 1; unknown ``distributed_loss``; a negative ``num_workers``; an unreadable state
+            file (names the path).
     """
     from dvclive import Live
 
@@ -598,7 +401,8 @@ def train_contrastive(
             return _train(bundle, dataset, loss_fn, loop, seed=seed, live_dir=Path(live_dir),
                           checkpoint_path=Path(checkpoint_path), params_dump=params_dump,
                           save_checkpoint=save_checkpoint, hard_negatives=hard_negatives, device=device, ctx=ctx,
-                          state_path=state_path, keep_state=keep_state, on_step_end=on_step_end, live_cls=Live)
+                          state_path=state_path, keep_state=keep_state, on_step_end=on_step_end, live_cls=Live,
+                          num_workers=num_workers)
     finally:
         if created_group:
             torch.distributed.destroy_process_group()
@@ -630,8 +434,12 @@ def _exclusive_run(folder: Path) -> Iterator[None]:
 
 
 def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, params_dump, save_checkpoint,
-           hard_negatives, device, ctx, state_path, keep_state, on_step_end, live_cls) -> dict:
+           hard_negatives, device, ctx, state_path, keep_state, on_step_end, live_cls, num_workers) -> dict:
     checkpoint_every = getattr(loop, "checkpoint_every", None)
+    if num_workers is None:
+        num_workers = getattr(loop, "num_workers", None) or 0
+    if not isinstance(num_workers, int) or num_workers < 0:
+        raise ValueError(f"num_workers must be a non-negative int, got {num_workers!r}")
     mode = getattr(loop, "distributed_loss", "global")
     if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
         raise ValueError(f"checkpoint_every must be a positive int or None, got {checkpoint_every!r}")
@@ -665,7 +473,8 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
         total = min(total, loop.max_steps)
     warmup = int(round(loop.warmup_frac * total))
     opt = torch.optim.AdamW(_param_groups(raw, loop.weight_decay), lr=loop.lr, betas=(0.9, 0.98), eps=1e-6)
-    fingerprint = _fingerprint(raw, dataset, loss_fn, hard_negatives, ctx.world_size)
+    fingerprint = training_fingerprint(raw, dataset, loss_fn, hard_negatives, ctx.world_size,
+                               item_rng="per_item" if num_workers else "global")
 
     step = epoch = batch_pos = seen = 0
     log_rows: list = []
@@ -674,7 +483,7 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     rng_to_restore = None
     if state_path.exists():
         state = read_training_state(state_path)
-        why = _why_not_resumable(state, params_dump, fingerprint)
+        why = why_not_resumable(state, params_dump, fingerprint)
         if why is None and state["step"] > total:
             why = f"it is at step {state['step']}, beyond this run's {total} steps"
         if why is None and len(state["rng"]) != ctx.world_size:
@@ -724,25 +533,36 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     if rng_to_restore is not None:  # last, so that nothing between here and the first step draws from the RNGs
         restore_rng_state(rng_to_restore, device)
     t0, seen_start = time.time(), seen
-    order_epoch, order = None, []
+    guard = _DeferredGuard(device)
+    has_norm = bool(loop.grad_clip)
+
+    def fail(err: NonFiniteLossError) -> NonFiniteLossError:
+        where = (f"the last good checkpoint is {checkpoint_path} with state {last_good[0]} at step "
+                 f"{last_good[1]}") if last_good else "no checkpoint was written before it"
+        return NonFiniteLossError(f"{err} of {live_dir}; {where}")
+
+    batches = None
+    if step < total:  # the loader (and its workers) is created without drawing from the global RNGs
+        batches = iter(make_loader(dataset, ResumableBatches(sampler, n, steps_per_epoch, epoch, batch_pos,
+                                                             total - step),
+                                   collate, seed=seed, num_workers=num_workers, pin_memory=device.type == "cuda"))
     try:
         while step < total:
-            if order_epoch != epoch:
-                sampler.set_epoch(epoch)
-                if hasattr(dataset, "set_epoch"):
-                    dataset.set_epoch(epoch)
-                order, order_epoch = list(sampler), epoch
-            batch = collate([dataset[i] for i in order[batch_pos * n:(batch_pos + 1) * n]])
+            batch = next(batches)
             log_now = (step + 1) % loop.log_every == 0 or step + 1 == total
             lr = cosine_lr(step, total, warmup, loop.lr)
             try:
                 out = train_step(model, batch, loss_fn, opt, lr=lr, step=step, hard_negatives=hard_negatives,
                                  grad_clip=loop.grad_clip, autocast=bundle.autocast, ctx=ctx,
-                                 distributed_loss=mode, compute_stats=log_now)
+                                 distributed_loss=mode, return_stats=log_now, check_finite=log_now)
             except NonFiniteLossError as err:
-                where = (f"the last good checkpoint is {checkpoint_path} with state {last_good[0]} at step "
-                         f"{last_good[1]}") if last_good else "no checkpoint was written before it"
-                raise NonFiniteLossError(f"{err} of {live_dir}; {where}") from None
+                try:  # an earlier, not yet checked step comes first
+                    guard.check(has_norm, step)
+                except NonFiniteLossError as earlier:
+                    err = earlier
+                raise fail(err) from None
+            if not log_now:
+                guard.update(step, out)
             step += 1
             batch_pos += 1
             if batch_pos == steps_per_epoch:
@@ -751,25 +571,46 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
             if bar is not None:
                 bar.update(1)
             if log_now:
-                last = {k: float(v) for k, v in out["losses"].items()}
-                last["loss"] = float(out["loss"])
-                last["logit_scale_exp"] = float(raw.logit_scale.detach().exp())
+                # every logged value (and the deferred guard's record) in one device-to-host transfer
+                values = {**out["losses"], "loss": out["loss"], "logit_scale_exp": raw.logit_scale.detach().exp()}
+                if out["grad_norm"] is not None:
+                    values["grad_norm"] = out["grad_norm"]
+                values.update(out["stats"] or {})
+                host = torch.cat([torch.stack([v.detach().to(torch.float64).reshape(()) for v in values.values()]),
+                                  guard.record]).tolist()
+                guard.pending = False
+                err = guard.error(host[len(values):], has_norm, step - 1)
+                if err is not None:
+                    raise fail(err)
+                got = dict(zip(values, host[:len(values)]))
+                last = {k: got[k] for k in out["losses"]}
+                last["loss"] = got["loss"]
+                last["logit_scale_exp"] = got["logit_scale_exp"]
                 last["lr"] = lr
                 if out["grad_norm"] is not None:
-                    last["grad_norm"] = float(out["grad_norm"])
-                stats = getattr(loss_fn, "stats", None)
-                if isinstance(stats, dict):
-                    last.update({k: float(v) for k, v in stats.items()})
+                    last["grad_norm"] = got["grad_norm"]
+                last.update({k: got[k] for k in (out["stats"] or {})})
                 log_rows.append([step, dict(last)])
                 if live is not None:
                     _rewrite_tsv_history(live, log_rows[-1:])
                     bar.set_postfix(loss=f"{last['loss']:.3f}")
             if checkpoint_every and step % checkpoint_every == 0 and step < total:
+                try:
+                    guard.check(has_norm, step - 1)
+                except NonFiniteLossError as err:
+                    raise fail(err) from None
                 write_checkpoint(complete=False)
                 last_good = (state_path, step)
             if on_step_end is not None:
                 on_step_end(step)
-    finally:  # logs and the progress bar are closed even when a step fails
+        try:
+            guard.check(has_norm, step - 1)
+        except NonFiniteLossError as err:
+            raise fail(err) from None
+    finally:  # workers, logs and the progress bar are closed even when a step fails
+        shutdown = getattr(batches, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
         if bar is not None:
             bar.close()
         if live is not None:

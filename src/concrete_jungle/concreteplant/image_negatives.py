@@ -20,10 +20,9 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sklearn.feature_extraction.text import TfidfVectorizer
 from concrete_jungle.params import _PARAMS_KEY, SdxlTurboParams  # noqa: F401 (config lives in params)
 

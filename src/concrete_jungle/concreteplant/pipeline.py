@@ -33,8 +33,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from concrete_jungle.concreteplant.image_negatives import RetrievalNegatives, SceneNegatives
-from concrete_jungle.concreteplant.keywords import MiningStats, load_spacy, mine_keywords
-from concrete_jungle.concreteplant.rewrite import RewriteRequest, build_rewriter, rewrite_with_retries
+from concrete_jungle.concreteplant.keywords import MiningStats, apply_context_rule, load_spacy, mine_keywords
+from concrete_jungle.concreteplant.rewrite import RewriteRequest, rewrite_with_retries
+from concrete_jungle.concreteplant.rewriters import build_rewriter
 from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
 from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl
@@ -92,10 +93,11 @@ _CODE = tuple(sorted(f for f in Path(__file__).parent.rglob("*")  # this package
 )
 
 
-def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict]) -> str:
+def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict],
+                candidates: Sequence[list] | None = None) -> str:
     """Hex digest (16 chars) of everything that determines a ConcreteBatch: the ConcretePlant source code, dataset,
-    seed, ConcretePlant params except the shard assignment and parse batch size, world config, and each record's
-    id, image and anchor."""
+    seed, ConcretePlant params except the shard assignment and parse batch size, world config, each record's
+    id, image and anchor, and the given keyword candidates (when mined beforehand)."""
     h = hashlib.sha256()
     for src in _CODE:  # a code change never reuses shards written by older code
         h.update(src.read_bytes())
@@ -106,6 +108,8 @@ def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Seque
     h.update(json.dumps([dataset, seed, cfg, world], sort_keys=True, default=str).encode())
     for r in records:
         h.update(f"{r['id']}\x1f{r['image']}\x1f{r['anchor']}\x1e".encode())
+    if candidates is not None:
+        h.update(json.dumps([[list(vars(c).values()) for c in cands] for cands in candidates]).encode())
     return h.hexdigest()[:16]
 
 
@@ -132,11 +136,13 @@ def tokenize_equal(captions: Sequence[str], negatives: Sequence[str], tokenizer=
 class _Generator:
     """Per-run state shared by the shards: spaCy, the concreteness table, rewriter and image backends."""
 
-    def __init__(self, records: list[dict], dataset: str, cp: Any, world_cfg: Any, work: Path, ds_seed: int):
+    def __init__(self, records: list[dict], dataset: str, cp: Any, world_cfg: Any, work: Path, ds_seed: int,
+                 candidates: Sequence[list] | None = None):
         self.dataset, self.cp, self.world_cfg, self.work, self.ds_seed = dataset, cp, world_cfg, work, ds_seed
         self.mode = _image_mode(cp, records)
-        self.nlp = load_spacy(cp.spacy_model)
-        self.table = load_concreteness()
+        self.candidates = candidates  # mined once by the keywords stage (without the context rule), or None
+        self.nlp = load_spacy(cp.spacy_model) if candidates is None else None
+        self.table = load_concreteness() if candidates is None else None
         vocabulary = None
         self.scene_neg = None
         if self.mode == "scene":
@@ -160,14 +166,20 @@ class _Generator:
         self.bar_img = (tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
                         if self.mode in ("scene", "sdxl_turbo") else None)
 
-    def shard(self, k: int, records: list[dict]) -> tuple[list[dict], Counter]:
-        """Generate one shard: ConcreteBatch rows and skip counts by reason (accepted rewrites by attempt in
-        :attr:`accepted_by_attempt` and the keyword-mining counts in :attr:`mining`, both reset per shard)."""
+    def shard(self, k: int, records: list[dict], start: int = 0) -> tuple[list[dict], Counter]:
+        """Generate one shard (the records ``start:start + len(records)`` of the run): ConcreteBatch rows and skip
+        counts by reason (accepted rewrites by attempt in :attr:`accepted_by_attempt` and the keyword-mining counts
+        in :attr:`mining`, both reset per shard)."""
         cp, skipped = self.cp, Counter()
         self.accepted_by_attempt = Counter()
         self.mining = MiningStats()
-        candidates = mine_keywords([r["anchor"] for r in records], nlp=self.nlp, table=self.table,
-                                   batch_size=cp.batch_size, context_length=cp.context_length, stats=self.mining)
+        texts = [r["anchor"] for r in records]
+        if self.candidates is None:
+            candidates = mine_keywords(texts, nlp=self.nlp, table=self.table, batch_size=cp.batch_size,
+                                       context_length=cp.context_length, stats=self.mining)
+        else:
+            candidates = apply_context_rule(texts, self.candidates[start:start + len(records)], cp.context_length,
+                                            self.mining)
         sampler = KeywordSampler(self.dataset, top_k=cp.top_k, temperature=cp.temperature,
                                  seed=self.ds_seed * 100_003 + k, cut=cp.cut)
         chosen = []
@@ -241,7 +253,7 @@ def _maybe_fault(n_written: int) -> None:
 
 def run_concreteplant(
     records: list[dict], dataset: str, cp: Any, world_cfg: Any, out_dir: Path, seed: int = 0,
-    work_root: Path | None = None,
+    work_root: Path | None = None, candidates: Sequence[list] | None = None,
 ) -> tuple[list[dict] | None, dict]:
     """Generate the ConcreteBatch ``dataset`` (``hc`` | ``lc`` | ``wo``) from corpus manifest records.
 
@@ -255,6 +267,9 @@ def run_concreteplant(
         out_dir: the dataset folder; negative images are linked into ``out_dir/images``.
         work_root: the shard work folder (module docstring); default ``out_dir.parent.parent /
             "concreteplant-shards" / dataset``.
+        candidates: the keyword candidates of every record (``candidates[i]`` of ``records[i]``), mined without
+            the context rule (the ``keywords`` stage, which parses once for D_hc, D_lc and D_wo); the rule of
+            ``cp.context_length`` is applied here. None: each shard parses its captions with spaCy.
 
     Returns:
         ``(batch, stats)``: ConcreteBatch records (docs/architecture.md) and finite statistics: kept / skipped by
@@ -265,19 +280,23 @@ def run_concreteplant(
         when shards assigned to other processes are still missing (then ``stats`` says which).
 
     Raises:
-        ValueError: for an unknown dataset, an empty corpus or invalid shard settings.
+        ValueError: for an unknown dataset, an empty corpus, invalid shard settings, or ``candidates`` of another
+            length than ``records``.
     """
+    if candidates is not None and len(candidates) != len(records):
+        raise ValueError(f"run_concreteplant: {len(candidates)} candidate lists for {len(records)} records")
     if dataset not in DATASET_SEED_OFFSET:
         raise ValueError(f"unknown ConcreteBatch dataset {dataset!r}; expected one of {sorted(DATASET_SEED_OFFSET)}")
     if not records:
         raise ValueError("run_concreteplant: the corpus manifest is empty")
     if cp.max_anchors:
         records = records[: cp.max_anchors]
+        candidates = None if candidates is None else candidates[: cp.max_anchors]
     ds_seed = seed * 1000 + DATASET_SEED_OFFSET[dataset]
     plan = shard_plan(len(records), cp.shard_size, cp.shard_index, cp.shard_count)
     out_dir = Path(out_dir)
     work_root = Path(work_root) if work_root is not None else out_dir.parent.parent / "concreteplant-shards" / dataset
-    fp = fingerprint(dataset, seed, cp, world_cfg, records)
+    fp = fingerprint(dataset, seed, cp, world_cfg, records, candidates)
     work = work_root / fp
     if work_root.exists() and cp.shard_count == 1:  # stale work of other inputs (never another machine's)
         for old in work_root.iterdir():
@@ -288,13 +307,13 @@ def run_concreteplant(
         return (work / f"shard-{k:05d}.stats.json").exists()
 
     todo = [k for k in plan.mine if not done(k)]
-    gen = _Generator(records, dataset, cp, world_cfg, work, ds_seed) if todo else None
+    gen = _Generator(records, dataset, cp, world_cfg, work, ds_seed, candidates) if todo else None
     try:
         if gen is not None:
             gen.bar_text.update(sum(e - s for k, (s, e) in enumerate(plan.bounds) if done(k)))
         for n_written, k in enumerate(todo, start=1):
             s, e = plan.bounds[k]
-            rows, skipped = gen.shard(k, records[s:e])
+            rows, skipped = gen.shard(k, records[s:e], start=s)
             write_jsonl(work / f"shard-{k:05d}.jsonl", rows)
             write_json(work / f"shard-{k:05d}.stats.json", {"shard": k, "n_anchors": e - s, "skipped": skipped,
                                                              "accepted_by_attempt": gen.accepted_by_attempt,

@@ -7,7 +7,7 @@ Every rewriter implements the :class:`Rewriter` protocol: a batch of :class:`Rew
 :class:`RewriteResult` per request out (a negative caption, or ``None`` and a reason); ``attempt`` > 0 asks
 for the attempt-th retry (a different answer, reproducibly).
 
-Backends (:class:`RewriterParams` ``backend``, built by :func:`build_rewriter`):
+Backends (:class:`RewriterParams` ``backend``, built by :func:`concrete_jungle.concreteplant.rewriters.build_rewriter`):
 
 * ``lexical`` — :class:`~concrete_jungle.concreteplant.lexical.LexicalRewriter` (offline substitution lists);
 * ``llm`` — :class:`~concrete_jungle.concreteplant.llm.TransformersRewriter` (Hugging Face transformers,
@@ -30,11 +30,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from concrete_jungle.params import RewriterParams  # noqa: F401 (config lives in params)
 
 __all__ = [
@@ -55,7 +54,6 @@ __all__ = [
     "rewrite_with_retries",
     "REJECTION_REASONS",
     "RewriterParams",
-    "build_rewriter",
 ]
 
 REWRITE_TYPES = ("attribute", "relation", "object")
@@ -481,52 +479,3 @@ def rewrite_with_retries(
         pending = rejected
     results = [r for r in final if r is not None]
     return results, Counter(r.reason for r in results if r.reason is not None)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Configuration and construction
-# --------------------------------------------------------------------------------------------------------
-
-
-def build_rewriter(
-    cfg: RewriterParams,
-    seed: int,
-    vocabulary: Mapping[str, Sequence[str]] | None = None,
-    dataset: str | None = None,
-) -> Rewriter:
-    """Construct the rewriter ``cfg.backend`` names, importing its module only then.
-
-    Args:
-        cfg: :class:`RewriterParams`.
-        seed: the ConcreteBatch's seed (lexical choices; LLM retry sampling, vLLM engine seed).
-        vocabulary: lexical backend only: kind -> allowed words (e.g. the scene world's vocabulary).
-        dataset: ``hc`` | ``lc`` | ``wo``: picks the A.2 in-context example set; required by ``llm``/``vllm``.
-
-    Raises:
-        ValueError: for an LLM backend without a valid ``dataset``.
-        ImportError: ``vllm`` when the vllm package is not installed (the message says ``pip install vllm``).
-    """
-    if cfg.backend == "lexical":
-        from concrete_jungle.concreteplant.lexical import LexicalRewriter
-
-        return LexicalRewriter(seed=seed, vocabulary=vocabulary)
-    if dataset not in DATASETS:
-        raise ValueError(
-            f"build_rewriter: backend {cfg.backend!r} needs dataset in {DATASETS} (it picks the A.2 examples), "
-            f"got {dataset!r}"
-        )
-    if cfg.backend == "llm":
-        from concrete_jungle.concreteplant.llm import TransformersRewriter
-
-        return TransformersRewriter(
-            cfg.model, dataset, seed=seed, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
-            dtype=cfg.dtype, device=cfg.device, enable_thinking=cfg.enable_thinking,
-            retry_temperature=cfg.retry_temperature,
-        )
-    from concrete_jungle.concreteplant.llm import VLLMRewriter
-
-    return VLLMRewriter(
-        cfg.model, dataset, seed=seed, tensor_parallel_size=cfg.tensor_parallel_size,
-        max_new_tokens=cfg.max_new_tokens, dtype=cfg.dtype, enable_thinking=cfg.enable_thinking,
-        retry_temperature=cfg.retry_temperature,
-    )

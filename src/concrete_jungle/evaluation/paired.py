@@ -8,7 +8,9 @@ paired: with n items, p01 the share only model A gets right and p10 the share on
 
 which is smaller than the unpaired SE whenever the models agree on most items (``../shared/notes``,
 "measuring small effects"). The exact McNemar test (binomial on the discordant items, statsmodels) gives a
-two-sided p-value for "A and B are equally accurate".
+two-sided p-value for "A and B are equally accurate". :func:`paired_bootstrap_ci` gives a bootstrap 95 % CI of
+delta that resamples *items* (both models' verdicts on an item stay together), and :func:`holm` adjusts the
+p-values of a family of comparisons for multiple testing (Holm 1979, step-down, controls the family-wise error).
 
 Verdicts are the files the evaluation stages write (``data/<profile>/verdicts/<model>.json``):
 ``{"model": str, "verdicts": {subset: {item_id: bool}}}``.
@@ -19,21 +21,34 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-__all__ = ["paired_comparison"]
+__all__ = ["paired_comparison", "paired_bootstrap_ci", "holm"]
+
+#: Resamples drawn per batch by :func:`paired_bootstrap_ci` (bounds memory: BCa's jackknife is n x n otherwise).
+_BATCH = 500
 
 
-def _flatten(verdicts: Mapping[str, Mapping[str, bool]], name: str) -> dict[tuple[str, str], bool]:
+def _flatten(verdicts: Mapping[str, Mapping[str, bool]], name: str,
+             who: str = "paired_comparison") -> dict[tuple[str, str], bool]:
     if not isinstance(verdicts, Mapping) or not verdicts:
-        raise ValueError(f"paired_comparison: verdicts of {name} must be a non-empty {{subset: {{item: bool}}}}")
+        raise ValueError(f"{who}: verdicts of {name} must be a non-empty {{subset: {{item: bool}}}}")
     flat = {}
     for subset, items in verdicts.items():
         if not isinstance(items, Mapping):
-            raise ValueError(f"paired_comparison: verdicts of {name}, subset {subset!r} is not a mapping")
+            raise ValueError(f"{who}: verdicts of {name}, subset {subset!r} is not a mapping")
         for item, ok in items.items():
             if not isinstance(ok, bool):
-                raise ValueError(f"paired_comparison: verdict of {name} for {subset}/{item} is {ok!r}, not a bool")
+                raise ValueError(f"{who}: verdict of {name} for {subset}/{item} is {ok!r}, not a bool")
             flat[(str(subset), str(item))] = ok
     return flat
+
+
+def _aligned(a, b, who: str) -> tuple[dict, dict]:
+    fa, fb = _flatten(a, "A", who), _flatten(b, "B", who)
+    if fa.keys() != fb.keys():
+        only_a, only_b = len(fa.keys() - fb.keys()), len(fb.keys() - fa.keys())
+        raise ValueError(f"{who}: the models were scored on different items ({only_a} only in A, "
+                         f"{only_b} only in B); a paired comparison needs the same items")
+    return fa, fb
 
 
 def paired_comparison(a: Mapping[str, Mapping[str, bool]], b: Mapping[str, Mapping[str, bool]]) -> dict:
@@ -52,11 +67,7 @@ def paired_comparison(a: Mapping[str, Mapping[str, bool]], b: Mapping[str, Mappi
         ValueError: if either input is empty or malformed, or the two cover different items (naming how many
             items only one of them has).
     """
-    fa, fb = _flatten(a, "A"), _flatten(b, "B")
-    if fa.keys() != fb.keys():
-        only_a, only_b = len(fa.keys() - fb.keys()), len(fb.keys() - fa.keys())
-        raise ValueError(f"paired_comparison: the models were scored on different items ({only_a} only in A, "
-                         f"{only_b} only in B); a paired comparison needs the same items")
+    fa, fb = _aligned(a, b, "paired_comparison")
     n = len(fa)
     n01 = sum(fa[k] and not fb[k] for k in fa)
     n10 = sum(fb[k] and not fa[k] for k in fa)
@@ -79,3 +90,123 @@ def paired_comparison(a: Mapping[str, Mapping[str, bool]], b: Mapping[str, Mappi
         "only_b": n10,
         "mcnemar_p": min(max(p, 0.0), 1.0),
     }
+
+
+def _difference(x, y, axis=-1):
+    return x.mean(axis=axis) - y.mean(axis=axis)
+
+
+def paired_bootstrap_ci(a: Mapping[str, Mapping[str, bool]], b: Mapping[str, Mapping[str, bool]], *,
+                        n_resamples: int = 9999, confidence_level: float = 0.95, method: str = "BCa",
+                        seed: int = 0) -> dict:
+    """Bootstrap confidence interval of the paired accuracy difference of model A over model B (micro, all subsets).
+
+    Items are resampled with replacement, each item carrying both models' verdicts (``scipy.stats.bootstrap`` with
+    ``paired=True``), so the interval reflects the same paired design as ``se_paired`` of :func:`paired_comparison`
+    (paper Tab. 2 / Tab. 3 differences; ``../shared/notes/measuring-small-effects.md``). The generator is
+    ``numpy.random.default_rng(seed)``: equal inputs and seed give the same interval.
+
+    Degenerate cases, so that every returned number is finite:
+
+    * every item has the same difference (e.g. the models agree on every item: delta = 0): every resample has that
+      difference, so the interval is ``[delta, delta]`` (``method`` = ``"degenerate"``; scipy would return NaN);
+    * ``method="BCa"`` whose interval is not finite or that scipy flags as degenerate (its bias / acceleration
+      terms are 0/0 on near-constant data): the percentile interval of the *same* resamples is returned instead
+      (``method`` = ``"percentile"`` in the result, ``"fallback": True``).
+
+    Args:
+        a, b: per-item verdicts ``{subset: {item_id: bool}}`` (True = correct), over the same items.
+        n_resamples: bootstrap resamples (>= 1; scipy's default 9999).
+        confidence_level: two-sided level in (0, 1), e.g. 0.95.
+        method: ``"BCa"`` (bias-corrected and accelerated, default) or ``"percentile"``.
+        seed: seed of the resampling generator.
+
+    Returns:
+        ``{"n", "delta", "low", "high", "confidence_level", "n_resamples", "method", "fallback"}``: ``delta`` =
+        acc_A - acc_B and the bounds ``low`` <= ``high`` are fractions in [-1, 1] (multiply by 100 for points);
+        ``method`` is the one that produced the interval (``"BCa"``, ``"percentile"`` or ``"degenerate"``).
+
+    Raises:
+        ValueError: as :func:`paired_comparison` (empty / malformed verdicts, different items), an unknown
+            ``method``, ``n_resamples`` < 1 or ``confidence_level`` outside (0, 1).
+    """
+    if method not in ("BCa", "percentile"):
+        raise ValueError(f"paired_bootstrap_ci: method must be 'BCa' or 'percentile', got {method!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"paired_bootstrap_ci: n_resamples must be an int >= 1, got {n_resamples!r}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"paired_bootstrap_ci: confidence_level must lie in (0, 1), got {confidence_level!r}")
+    import warnings
+
+    import numpy as np
+    from scipy.stats import bootstrap
+
+    fa, fb = _aligned(a, b, "paired_bootstrap_ci")
+    keys = sorted(fa)
+    x = np.fromiter((fa[k] for k in keys), dtype=np.float64, count=len(keys))
+    y = np.fromiter((fb[k] for k in keys), dtype=np.float64, count=len(keys))
+    d = x - y
+    delta = float(d.mean())
+    out = {"n": len(keys), "delta": delta, "confidence_level": float(confidence_level),
+           "n_resamples": n_resamples, "fallback": False}
+    if np.all(d == d[0]):
+        return {**out, "low": delta, "high": delta, "method": "degenerate"}
+
+    def run(how: str, previous=None):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = bootstrap((x, y), _difference, n_resamples=0 if previous is not None else n_resamples,
+                            batch=_BATCH, vectorized=True, paired=True, confidence_level=confidence_level,
+                            method=how, bootstrap_result=previous, rng=np.random.default_rng(seed))
+        ci = res.confidence_interval
+        ok = math.isfinite(ci.low) and math.isfinite(ci.high) and not any(
+            issubclass(w.category, RuntimeWarning) or "Degenerate" in w.category.__name__ for w in caught)
+        return res, float(ci.low), float(ci.high), ok
+
+    res, low, high, ok = run(method)
+    used = method
+    if not ok and method == "BCa":
+        # Same resamples (n_resamples=0 + bootstrap_result reuses them), percentile interval.
+        res, low, high, ok = run("percentile", previous=res)
+        used, out["fallback"] = "percentile", True
+    if not ok:  # cannot happen for non-constant differences; keep the promise of finite numbers anyway
+        boot = np.asarray(res.bootstrap_distribution, dtype=np.float64)
+        alpha = (1 - confidence_level) / 2
+        low, high = (float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))) if boot.size else \
+            (delta, delta)
+        used, out["fallback"] = "percentile", True
+    low, high = max(-1.0, min(low, high)), min(1.0, max(low, high))
+    return {**out, "low": low, "high": high, "method": used}
+
+
+def holm(pvalues) -> list[float]:
+    """Holm-adjusted p-values of one family of tests (``statsmodels.stats.multitest.multipletests``, ``"holm"``).
+
+    The family-wise error rate is controlled at alpha when the adjusted values are compared with alpha: sorted
+    ascending, p_(k) is multiplied by (m - k + 1), made monotone and capped at 1. The report applies it per suite
+    headline to all pairs of models compared on it (paper Tab. 2 / Tab. 3 comparisons).
+
+    Args:
+        pvalues: raw p-values (any iterable of finite numbers in [0, 1]), in the family's order.
+
+    Returns:
+        The adjusted p-values, same order and length (fractions in [0, 1]); ``[]`` for an empty family.
+
+    Raises:
+        ValueError: a value that is not a finite number in [0, 1] (naming its position).
+    """
+    values = []
+    for k, p in enumerate(pvalues):
+        try:
+            value = float(p) if not isinstance(p, (bool, str)) else math.nan
+        except (TypeError, ValueError):
+            value = math.nan
+        if not (math.isfinite(value) and 0 <= value <= 1):
+            raise ValueError(f"holm: p-value {k} is {p!r}, not a finite number in [0, 1]")
+        values.append(value)
+    if not values:
+        return []
+    from statsmodels.stats.multitest import multipletests
+
+    adjusted = multipletests(values, method="holm")[1]
+    return [min(max(float(p), 0.0), 1.0) for p in adjusted]

@@ -5,8 +5,8 @@ The dataset side and the metric side are separate, as in clip_benchmark:
 * :func:`load_sugarcrepe` / :func:`prepare_benchmark` read and filter SugarCrepe's subset JSONs
   (``{"<id>": {"filename", "caption", "negative_caption"}}``);
 * :func:`sugarcrepe_verdicts` / :func:`summarize` turn embeddings into per-item verdicts and accuracies;
-* :func:`evaluate_sugarcrepe` ties them together around two encoder callables, so this module holds
-  no model code (the caller passes the model's image and text encoders).
+* :func:`score_sugarcrepe` scores one model from its :class:`~concrete_jungle.evaluation.suite.EmbeddingCache`
+  (the embed stage encoded every unique image and caption once), so this module holds no model code.
 
 An item is answered correctly (I2T) iff the image is closer to the positive caption than to the
 hard negative caption in cosine space, **strictly**: a tie counts as wrong.
@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import torch
-from PIL import Image
-from tqdm.auto import tqdm
+import numpy as np
 
-from concrete_jungle.io import confined_path, load_rgb, read_json, write_json
+from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings
+from concrete_jungle.io import confined_path, read_json, write_json
 
 __all__ = [
     "SUGARCREPE_SUBSETS",
@@ -31,8 +30,9 @@ __all__ = [
     "prepare_benchmark",
     "sugarcrepe_verdicts",
     "summarize",
-    "evaluate_sugarcrepe",
-    "encode_items",
+    "benchmark_inputs",
+    "require_items",
+    "score_sugarcrepe",
     "keep_items_with_images",
 ]
 
@@ -203,52 +203,34 @@ def prepare_benchmark(
     return meta
 
 
-def _check_emb(name: str, x: torch.Tensor) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 2:
-        raise ValueError(f"{name} must be 2-D [M, D], got shape {tuple(x.shape)}")
-    if not torch.isfinite(x).all():
-        raise ValueError(f"{name} contains NaN or Inf")
-    if x.shape[0] and (x.norm(dim=1) == 0).any():
-        row = int((x.norm(dim=1) == 0).nonzero()[0])
-        raise ValueError(f"{name} row {row} is a zero vector; its cosine similarity is undefined")
-
-
-def sugarcrepe_verdicts(image_emb: torch.Tensor, pos_emb: torch.Tensor, neg_emb: torch.Tensor) -> torch.Tensor:
+def sugarcrepe_verdicts(image_emb, pos_emb, neg_emb) -> np.ndarray:
     """Per-item SugarCrepe verdicts (I2T): is the image closer to its caption than to the hard negative?
 
     Args:
-        image_emb: ``[M, D]`` image embeddings (any scale; they are L2-normalised here).
+        image_emb: ``[M, D]`` image embeddings (NumPy array or CPU tensor, any scale; L2-normalised here).
         pos_emb: ``[M, D]`` embeddings of the positive captions.
         neg_emb: ``[M, D]`` embeddings of the hard negative captions.
 
     Returns:
-        BoolTensor ``[M]``: True iff cos(image, positive) > cos(image, negative) **strictly**
-        (cosine space, computed in float64; a tie is wrong).
+        bool array ``[M]``: True iff cos(image, positive) > cos(image, negative) **strictly** (cosine space,
+        computed in float64; a tie is wrong).
 
     Raises:
-        TypeError: if an input is not a tensor.
         ValueError: if an input is not 2-D, the shapes differ, a value is NaN/Inf, or a row is zero.
     """
-    for name, x in (("image_emb", image_emb), ("pos_emb", pos_emb), ("neg_emb", neg_emb)):
-        _check_emb(name, x)
-    if not (image_emb.shape == pos_emb.shape == neg_emb.shape):
-        raise ValueError(
-            "image_emb, pos_emb and neg_emb must share shape [M, D]; got "
-            f"{tuple(image_emb.shape)}, {tuple(pos_emb.shape)}, {tuple(neg_emb.shape)}"
-        )
-    img = torch.nn.functional.normalize(image_emb.detach().double(), dim=1)
-    pos = torch.nn.functional.normalize(pos_emb.detach().double(), dim=1)
-    neg = torch.nn.functional.normalize(neg_emb.detach().double(), dim=1)
-    return (img * pos).sum(dim=1) > (img * neg).sum(dim=1)
+    img, pos, neg = (check_embeddings(name, x) for name, x in
+                     (("image_emb", image_emb), ("pos_emb", pos_emb), ("neg_emb", neg_emb)))
+    if not (img.shape == pos.shape == neg.shape):
+        raise ValueError(f"image_emb, pos_emb and neg_emb must share shape [M, D]; got {img.shape}, {pos.shape}, "
+                         f"{neg.shape}")
+    return (img * pos).sum(axis=1) > (img * neg).sum(axis=1)
 
 
-def summarize(verdicts_by_subset: Mapping[str, torch.Tensor | Sequence[bool]]) -> dict:
+def summarize(verdicts_by_subset: Mapping[str, Sequence[bool]]) -> dict:
     """Accuracy per subset, micro average (over items) and macro average (mean of subset accuracies).
 
     Args:
-        verdicts_by_subset: subset name -> ``[M_s]`` bool verdicts (BoolTensor or a list of bools).
+        verdicts_by_subset: subset name -> ``[M_s]`` bool verdicts (array, tensor or list of bools).
 
     Returns:
         ``{"subsets": {name: {"accuracy": float, "n": int, "correct": int}}, "micro_accuracy": float,
@@ -257,16 +239,16 @@ def summarize(verdicts_by_subset: Mapping[str, torch.Tensor | Sequence[bool]]) -
 
     Raises:
         ValueError: if there is no subset, a subset has no item (its accuracy is undefined), or a
-            verdict tensor is not 1-D.
+            verdict array is not 1-D.
     """
     if not verdicts_by_subset:
         raise ValueError("summarize: verdicts_by_subset is empty")
     subsets, total_n, total_correct = {}, 0, 0
     for name, v in verdicts_by_subset.items():
-        v = torch.as_tensor(v, dtype=torch.bool)
-        if v.dim() != 1:
-            raise ValueError(f"summarize: verdicts of subset {name!r} must be 1-D, got shape {tuple(v.shape)}")
-        n = int(v.numel())
+        v = np.asarray(v, dtype=bool)
+        if v.ndim != 1:
+            raise ValueError(f"summarize: verdicts of subset {name!r} must be 1-D, got shape {v.shape}")
+        n = int(v.size)
         if n == 0:
             raise ValueError(f"summarize: subset {name!r} has no items; its accuracy is undefined")
         correct = int(v.sum())
@@ -281,122 +263,44 @@ def summarize(verdicts_by_subset: Mapping[str, torch.Tensor | Sequence[bool]]) -
     }
 
 
-def _encode_batched(
-    fn: Callable, inputs: list, batch_size: int, what: str, load: Callable | None = None
-) -> torch.Tensor:
-    chunks, dim = [], None
-    for start in tqdm(range(0, len(inputs), batch_size), desc=f"SugarCrepe {what}", unit="batch"):
-        batch = inputs[start : start + batch_size]
-        if load is not None:
-            batch = [load(x) for x in batch]
-        out = fn(batch)
-        if not isinstance(out, torch.Tensor):
-            raise TypeError(f"encode_{what} must return a torch.Tensor, got {type(out).__name__}")
-        if out.dim() != 2 or out.shape[0] != len(batch):
-            raise ValueError(
-                f"encode_{what} returned shape {tuple(out.shape)} for a batch of {len(batch)}; expected [{len(batch)}, D]"
-            )
-        if dim is not None and out.shape[1] != dim:
-            raise ValueError(f"encode_{what} changed its embedding width from {dim} to {out.shape[1]}")
-        dim = out.shape[1]
-        chunks.append(out.detach().float().cpu())
-    return torch.cat(chunks, dim=0)
-
-
-def encode_items(
-    items: Mapping[str, list[dict]],
-    skipped: Mapping[str, dict],
-    text_keys: Sequence[str],
-    encode_images: Callable[[list[Image.Image]], torch.Tensor],
-    encode_texts: Callable[[list[str]], torch.Tensor],
-    batch_size: int,
-    cache: dict | None = None,
-) -> dict[str, tuple[torch.Tensor, ...]]:
-    """Embeddings of benchmark items, each unique image and caption encoded once (``torch.no_grad``); with a
-    shared ``cache`` (``{("image", path) | ("text", caption): [D] tensor}``, filled here) also once across
-    benchmarks of one model (SugarCrepe and SugarCrepe++ share most images).
-
-    Args:
-        items: subset -> items with ``image`` (a path) and the caption fields ``text_keys``.
-        skipped: the loader's skip counts (quoted in the error for an empty subset).
-        text_keys: caption fields, e.g. ``("caption", "negative_caption")``.
-        encode_images, encode_texts, batch_size: as in :func:`evaluate_sugarcrepe`.
-        cache: optional shared embedding cache (above); None encodes everything here.
-
-    Returns:
-        subset -> ``(image_emb [M, D], *caption_emb [M, D] in text_keys order)``, float32 on CPU.
-
-    Raises:
-        ValueError: a subset with no item, wrongly shaped encoder output, image and text widths that differ.
-        TypeError: an encoder that does not return a tensor.
-    """
+def require_items(items: Mapping[str, list], skipped: Mapping, what: str) -> None:
+    """Raise ``ValueError`` naming the subsets of ``items`` (``{subset: [item, ...]}``) left without an item, with the
+    loader's skip counts (a subset every image of which is absent cannot be scored)."""
     empty = [name for name, kept in items.items() if not kept]
     if empty:
-        raise ValueError(f"benchmark subsets with no item whose image exists: {empty} (skipped: {dict(skipped)})")
-    cache = {} if cache is None else cache
+        raise ValueError(f"{what} subsets with no item whose image exists: {empty} (skipped: {dict(skipped)})")
+
+
+def benchmark_inputs(items: Mapping[str, list[dict]], text_keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The unique image paths and captions of SugarCrepe-format items (what the embed stage encodes)."""
     images = sorted({it["image"] for kept in items.values() for it in kept})
     texts = sorted({it[k] for kept in items.values() for it in kept for k in text_keys})
-    new_images = [p for p in images if ("image", p) not in cache]
-    new_texts = [t for t in texts if ("text", t) not in cache]
-    with torch.no_grad():
-        if new_images:
-            emb = _encode_batched(encode_images, new_images, batch_size, "images", load=load_rgb)
-            cache.update({("image", p): row for p, row in zip(new_images, emb)})
-        if new_texts:
-            emb = _encode_batched(encode_texts, new_texts, batch_size, "texts")
-            cache.update({("text", t): row for t, row in zip(new_texts, emb)})
-    img_emb = torch.stack([cache[("image", p)] for p in images])
-    txt_emb = torch.stack([cache[("text", t)] for t in texts])
-    if img_emb.shape[1] != txt_emb.shape[1]:
-        raise ValueError(f"image width {img_emb.shape[1]} != text width {txt_emb.shape[1]}")
-    img_idx = {p: i for i, p in enumerate(images)}
-    txt_idx = {t: i for i, t in enumerate(texts)}
-    return {name: (img_emb[[img_idx[it["image"]] for it in kept]],
-                   *(txt_emb[[txt_idx[it[k]] for it in kept]] for k in text_keys))
-            for name, kept in items.items()}
+    return images, texts
 
 
-def evaluate_sugarcrepe(
-    encode_images: Callable[[list[Image.Image]], torch.Tensor],
-    encode_texts: Callable[[list[str]], torch.Tensor],
-    bench_dir: str | os.PathLike,
-    image_root: str | os.PathLike | None = None,
-    batch_size: int = 64,
-    subsets: Sequence[str] | None = None,
-    cache: dict | None = None,
-) -> dict:
-    """Run SugarCrepe with the caller's encoders and summarise (paper Sec. 3, Tab. 2).
-
-    Each unique image and each unique caption is encoded once (under ``torch.no_grad``), in batches
-    of ``batch_size``; images are opened with Pillow and converted to RGB.
+def score_sugarcrepe(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> dict:
+    """SugarCrepe accuracy of one model from its embeddings (paper Sec. 3, Tab. 2).
 
     Args:
-        encode_images: ``list[PIL.Image] (len B) -> Tensor [B, D]`` (any scale; cosine is taken here).
-        encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
-        bench_dir, image_root, subsets: as in :func:`load_sugarcrepe`.
-        batch_size: items per encoder call (>= 1).
-        cache: embeddings shared with other benchmarks of the same model (:func:`encode_items`).
+        bench_dir: the prepared benchmark folder (``<subset>.json`` + ``meta.json``).
+        cache: the model's embeddings of the benchmark's images and captions.
 
     Returns:
-        :func:`summarize`'s dict plus ``"skipped"`` (from :func:`load_sugarcrepe`), ``"image_root"``
-        and ``"verdicts"`` = ``{subset: {item id: bool}}`` (for paired tests between models).
+        ``{"metrics": summarize(...) without n_items, "n": {subset: items, "all": items},
+        "verdicts": {subset: {item id: bool}}, "skipped": loader skip counts}``.
 
     Raises:
-        ValueError: if ``batch_size < 1``, a subset has no item left, an encoder returns a wrongly
-            shaped tensor, or image and text widths differ; errors of :func:`load_sugarcrepe` and
-            :func:`sugarcrepe_verdicts` propagate.
-        TypeError: if an encoder does not return a tensor.
+        ValueError: a subset with no item left; KeyError: an input the cache lacks.
     """
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    items, skipped = load_sugarcrepe(bench_dir, image_root=image_root, subsets=subsets)
-    emb = encode_items(items, skipped, ("caption", "negative_caption"), encode_images, encode_texts, batch_size,
-                       cache)
-    verdicts = {name: sugarcrepe_verdicts(*emb[name]) for name in items}
-    result = summarize(verdicts)
-    result["skipped"] = skipped
-    result["image_root"] = str(Path(image_root)) if image_root is not None else str(_default_image_root(Path(bench_dir)))
-    result["verdicts"] = {
-        name: {it["id"]: bool(v) for it, v in zip(kept, verdicts[name].tolist())} for name, kept in items.items()
-    }
-    return result
+    items, skipped = load_sugarcrepe(bench_dir)
+    require_items(items, skipped, "benchmark")
+    verdicts = {name: sugarcrepe_verdicts(cache.image([it["image"] for it in kept]),
+                                          cache.text([it["caption"] for it in kept]),
+                                          cache.text([it["negative_caption"] for it in kept]))
+                for name, kept in items.items()}
+    summary = summarize(verdicts)
+    n = {name: s["n"] for name, s in summary["subsets"].items()}
+    n["all"] = summary.pop("n_items")
+    return {"metrics": summary, "n": n, "skipped": skipped,
+            "verdicts": {name: {it["id"]: bool(v) for it, v in zip(kept, verdicts[name].tolist())}
+                         for name, kept in items.items()}}

@@ -9,26 +9,20 @@ item is a triplet (p1 = ``caption``, p2 = ``caption2``, n = ``negative_caption``
   either is to the negative, cos(p1, p2) > cos(p1, n) and cos(p1, p2) > cos(p2, n).
 
 Comparisons are strict (a tie is wrong) and in cosine space. As in :mod:`.sugarcrepe`, data and metrics are
-separate and the model enters only through two encoder callables. Subset files are SugarCrepe++'s own format:
+separate: :func:`score_sugarcrepe_pp` scores one model from its embedding cache. Subset files are SugarCrepe++'s own format:
 a JSON list of ``{"id", "filename", "caption", "caption2", "negative_caption"}``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-from PIL import Image
+import numpy as np
 
-from concrete_jungle.evaluation.sugarcrepe import (
-    _check_emb,
-    _default_image_root,
-    encode_items,
-    keep_items_with_images,
-    summarize,
-)
+from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings
+from concrete_jungle.evaluation.sugarcrepe import _default_image_root, keep_items_with_images, require_items, summarize
 from concrete_jungle.io import read_json, write_json
 
 __all__ = [
@@ -36,7 +30,7 @@ __all__ = [
     "load_sugarcrepe_pp",
     "prepare_sugarcrepe_pp",
     "sugarcrepe_pp_verdicts",
-    "evaluate_sugarcrepe_pp",
+    "score_sugarcrepe_pp",
 ]
 
 #: The five subsets of SugarCrepe++ (SugarCrepe's replace and swap families).
@@ -135,77 +129,60 @@ def prepare_sugarcrepe_pp(src_dir: str | os.PathLike, image_root: str | os.PathL
     return meta
 
 
-def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (torch.nn.functional.normalize(a.detach().double(), dim=1)
-            * torch.nn.functional.normalize(b.detach().double(), dim=1)).sum(dim=1)
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1)
 
 
-def sugarcrepe_pp_verdicts(image_emb: torch.Tensor, pos1_emb: torch.Tensor, pos2_emb: torch.Tensor,
-                           neg_emb: torch.Tensor) -> dict[str, torch.Tensor]:
+def sugarcrepe_pp_verdicts(image_emb, pos1_emb, pos2_emb, neg_emb) -> dict[str, np.ndarray]:
     """Per-item ITT and TOT verdicts (module docstring), in cosine space, float64, strict.
 
     Args:
-        image_emb, pos1_emb, pos2_emb, neg_emb: ``[M, D]`` embeddings (any scale) of the image, the two positive
-            captions and the negative caption.
+        image_emb, pos1_emb, pos2_emb, neg_emb: ``[M, D]`` embeddings (NumPy arrays or CPU tensors, any scale) of
+            the image, the two positive captions and the negative caption.
 
     Returns:
-        ``{"itt": BoolTensor [M], "tot": BoolTensor [M]}``.
+        ``{"itt": bool array [M], "tot": bool array [M]}``.
 
     Raises:
-        TypeError / ValueError: as :func:`~concrete_jungle.evaluation.sugarcrepe.sugarcrepe_verdicts` (not 2-D,
-            NaN/Inf, zero rows, shapes that differ).
+        ValueError: as :func:`~concrete_jungle.evaluation.sugarcrepe.sugarcrepe_verdicts` (not 2-D, NaN/Inf, zero
+            rows, shapes that differ).
     """
-    inputs = (("image_emb", image_emb), ("pos1_emb", pos1_emb), ("pos2_emb", pos2_emb), ("neg_emb", neg_emb))
-    for name, x in inputs:
-        _check_emb(name, x)
-    if len({tuple(x.shape) for _, x in inputs}) != 1:
+    names = ("image_emb", "pos1_emb", "pos2_emb", "neg_emb")
+    v, p1, p2, n = (check_embeddings(name, x) for name, x in zip(names, (image_emb, pos1_emb, pos2_emb, neg_emb)))
+    if len({x.shape for x in (v, p1, p2, n)}) != 1:
         raise ValueError("image_emb, pos1_emb, pos2_emb and neg_emb must share shape [M, D]; got "
-                         + ", ".join(str(tuple(x.shape)) for _, x in inputs))
-    vp1, vp2, vn = _cos(image_emb, pos1_emb), _cos(image_emb, pos2_emb), _cos(image_emb, neg_emb)
-    p1p2, p1n, p2n = _cos(pos1_emb, pos2_emb), _cos(pos1_emb, neg_emb), _cos(pos2_emb, neg_emb)
+                         + ", ".join(str(x.shape) for x in (v, p1, p2, n)))
+    vp1, vp2, vn = _cos(v, p1), _cos(v, p2), _cos(v, n)
+    p1p2, p1n, p2n = _cos(p1, p2), _cos(p1, n), _cos(p2, n)
     return {"itt": (vp1 > vn) & (vp2 > vn), "tot": (p1p2 > p1n) & (p1p2 > p2n)}
 
 
-def evaluate_sugarcrepe_pp(
-    encode_images: Callable[[list[Image.Image]], torch.Tensor],
-    encode_texts: Callable[[list[str]], torch.Tensor],
-    bench_dir: str | os.PathLike,
-    image_root: str | os.PathLike | None = None,
-    batch_size: int = 64,
-    cache: dict | None = None,
-) -> dict:
-    """Run SugarCrepe++ (ITT and TOT) with the caller's encoders; every unique image / caption encoded once.
+def score_sugarcrepe_pp(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> dict:
+    """SugarCrepe++ ITT and TOT of one model from its embeddings (paper Sec. 3, Tab. 2).
 
     Args:
-        encode_images: ``list[PIL.Image] (len B) -> Tensor [B, D]``.
-        encode_texts: ``list[str] (len B) -> Tensor [B, D]``.
-        bench_dir, image_root: as in :func:`load_sugarcrepe_pp`.
-        batch_size: inputs per encoder call (>= 1).
-        cache: embeddings shared with SugarCrepe for the same model (:func:`~concrete_jungle.evaluation.
-            sugarcrepe.encode_items`).
+        bench_dir: the prepared SugarCrepe++ folder (``<subset>.json`` lists + ``meta.json``).
+        cache: the model's embeddings of the folder's images and captions.
 
     Returns:
-        ``{"itt": summary, "tot": summary, "skipped": {...}, "verdicts": {"itt": {subset: {id: bool}},
-        "tot": {...}}}`` with each summary as :func:`~concrete_jungle.evaluation.sugarcrepe.summarize`
-        (accuracies are fractions in [0, 1]).
+        ``{"metrics": {"itt": summarize(...), "tot": summarize(...)}, "n": {subset: items, "all": items},
+        "verdicts": {"itt": {subset: {id: bool}}, "tot": {...}}}``.
 
     Raises:
-        ValueError: ``batch_size < 1``, a subset with no item left, encoder widths that differ; errors of the
-            loader, the encoders' shape checks and :func:`sugarcrepe_pp_verdicts` propagate.
+        ValueError: a subset with no item left; KeyError: an input the cache lacks.
     """
-    if int(batch_size) < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    items, skipped = load_sugarcrepe_pp(bench_dir, image_root=image_root)
-    emb = encode_items(items, skipped, _ITEM_KEYS[1:], encode_images, encode_texts, batch_size, cache)
-    per_task: dict[str, dict[str, torch.Tensor]] = {"itt": {}, "tot": {}}
-    for name in items:
-        v = sugarcrepe_pp_verdicts(*emb[name])
-        for task in per_task:
-            per_task[task][name] = v[task]
-    return {
-        "itt": summarize(per_task["itt"]),
-        "tot": summarize(per_task["tot"]),
-        "skipped": skipped,
-        "verdicts": {task: {name: {it["id"]: bool(x) for it, x in zip(items[name], per_task[task][name].tolist())}
-                            for name in items} for task in per_task},
-    }
+    items, skipped = load_sugarcrepe_pp(bench_dir)
+    require_items(items, skipped, "SugarCrepe++")
+    per = {name: sugarcrepe_pp_verdicts(cache.image([it["image"] for it in kept]),
+                                        *(cache.text([it[k] for it in kept])
+                                          for k in ("caption", "caption2", "negative_caption")))
+           for name, kept in items.items()}
+    metrics = {}
+    for task in ("itt", "tot"):
+        metrics[task] = summarize({name: v[task] for name, v in per.items()})
+        n_items = metrics[task].pop("n_items")
+    n = {name: len(kept) for name, kept in items.items()}
+    n["all"] = n_items
+    verdicts = {task: {name: {it["id"]: bool(x) for it, x in zip(kept, per[name][task].tolist())}
+                       for name, kept in items.items()} for task in ("itt", "tot")}
+    return {"metrics": metrics, "n": n, "verdicts": verdicts, "skipped": skipped}

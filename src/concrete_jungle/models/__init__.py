@@ -15,7 +15,7 @@ the builder).
   :func:`~concrete_jungle.models.checkpoints.save_checkpoint` (open_clip-loadable, byte-identical wherever written,
   ``"complete"`` flag), :func:`~concrete_jungle.models.checkpoints.load_model` (refuses a checkpoint not marked
   complete), :func:`~concrete_jungle.models.checkpoints.read_checkpoint`,
-  :func:`~concrete_jungle.models.checkpoints.read_weights_only`, ``CHECKPOINT_FORMAT_VERSION`` and
+  :func:`~concrete_jungle.models.build.read_weights_only`, ``CHECKPOINT_FORMAT_VERSION`` and
   ``MINILM_PATH_PLACEHOLDER``.
 - :mod:`concrete_jungle.models.encoding`: embeddings in cosine space (L2-normalised float32 ``[M, D]``).
   :func:`~concrete_jungle.models.encoding.encode_images`, :func:`~concrete_jungle.models.encoding.encode_texts` and

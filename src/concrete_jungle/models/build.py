@@ -49,6 +49,7 @@ __all__ = [
     "WORLD_MODEL_NAME",
     "ModelBundle",
     "build_model",
+    "read_weights_only",
     "default_spec",
     "efficientnet_lite0_state_dict",
     "lit_config_dir",
@@ -242,6 +243,22 @@ def efficientnet_lite0_state_dict(trunk: torch.nn.Module | None = None, keep_cla
             continue
         out[new] = tensor
     return out
+
+
+def read_weights_only(path: str | os.PathLike) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)`` of any torch file (ours or a foreign release).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist or is not a file.
+        ValueError: the file is not a readable weights-only torch file (the message names the path).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist (or is not a file)")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"checkpoint {str(path)!r} is not a readable weights-only torch file: {exc}") from exc
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -444,7 +461,6 @@ def build_model(
     _check_pretrained(spec)
     from_file = _state_dict is not None or _is_checkpoint_file(spec.pretrained)
     if _state_dict is None and from_file:
-        from concrete_jungle.models.checkpoints import read_weights_only  # imports this module: not at the top
 
         ckpt = read_weights_only(spec.pretrained)
         if isinstance(ckpt, dict) and "state_dict" in ckpt and "spec" in ckpt:

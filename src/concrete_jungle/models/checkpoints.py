@@ -26,7 +26,7 @@ import open_clip
 import torch
 
 from concrete_jungle.io import atomic_write
-from concrete_jungle.models.build import ModelBundle, build_model
+from concrete_jungle.models.build import ModelBundle, build_model, read_weights_only
 from concrete_jungle.params import LIT_MODEL_NAME, ModelSpec
 
 __all__ = [
@@ -197,22 +197,6 @@ def save_checkpoint(
     with atomic_write(path, "wb") as fh:
         fh.write(buffer.getbuffer())  # no copy of the serialised bytes
     return Path(path)
-
-
-def read_weights_only(path: str | os.PathLike) -> Any:
-    """``torch.load(path, map_location="cpu", weights_only=True)`` of any torch file (ours or a foreign release).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist or is not a file.
-        ValueError: the file is not a readable weights-only torch file (the message names the path).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist (or is not a file)")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"checkpoint {str(path)!r} is not a readable weights-only torch file: {exc}") from exc
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict:

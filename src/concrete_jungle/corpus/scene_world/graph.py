@@ -28,6 +28,7 @@ __all__ = [
     "WorldObject",
     "Scene",
     "scene_signature",
+    "corpus_signatures",
     "validate_scene",
     "relation_between",
     "relation_holds",
@@ -127,6 +128,16 @@ def scene_signature(scene: Scene) -> str:
     """
     parts = sorted(f"{o.row},{o.col}:{o.size}/{o.colour}/{o.material}/{o.shape}" for o in scene.objects)
     return "|".join(parts)
+
+
+def corpus_signatures(records, used: bool = True) -> set[str]:
+    """The :func:`scene_signature` of every scene-world manifest record (records without a ``scene`` are skipped):
+    what held-out benchmark scenes must never repeat. ``used=False`` (a suite without world scenes) gives the empty
+    set without reading anything; ``records`` may then be a callable that would produce them."""
+    if not used:
+        return set()
+    records = records() if callable(records) else records
+    return {scene_signature(Scene.from_dict(r["scene"])) for r in records if "scene" in r}
 
 
 def validate_scene(scene: Scene, cfg: WorldConfig) -> None:

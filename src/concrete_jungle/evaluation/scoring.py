@@ -1,0 +1,71 @@
+"""The two steps every evaluation-suite stage shares (``stages/<suite>.py prepare|score``): prepare a suite's folder
+with its own seed, and score every model of the grid from its embedding caches into the one result schema
+(:mod:`concrete_jungle.evaluation.suite`). Only the suite stages import this module, so editing it re-runs
+evaluation alone.
+"""
+
+from __future__ import annotations
+
+from concrete_jungle.cli import clear_outputs, fresh_dir
+from concrete_jungle.evaluation.suite import EmbeddingCache, read_suite, suite_result
+from concrete_jungle.grid import member_path, model_dir, model_labels
+from concrete_jungle.io import write_json, write_metrics
+
+__all__ = ["prepare_suite", "score_suite"]
+
+
+def prepare_suite(params, suite: str, prepare_fn, seed_offset: int) -> dict:
+    """The ``prepare`` step shared by the suite stages: ``prepare_fn(out_dir, seed)`` writes the suite into a fresh
+    ``params.suite_dir(suite)`` with its own seed (``params.seed + seed_offset``: no other stage draws the same
+    scenes); returns its ``suite.json`` without the input lists (for the stage log)."""
+    meta = prepare_fn(fresh_dir(params.suite_dir(suite)), params.seed + seed_offset)
+    return {k: v for k, v in meta.items() if k not in ("images", "texts")}
+
+
+def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = None) -> dict:
+    """The ``score`` step shared by every suite stage: score each model of the grid from its embedding cache of
+    ``suite`` and write one result JSON per (result suite, model) — ``metrics/<p>/evaluate/<name>/<label>.json``
+    (:func:`~concrete_jungle.evaluation.suite.suite_result`) — and its per-item verdicts
+    ``data/<p>/verdicts/<name>/<label>.json`` (for the report's paired tests).
+
+    Args:
+        params: the profile's :class:`~concrete_jungle.params.Params`.
+        suite: the prepared suite (``params.suite_dir(suite)``; caches under ``data/<p>/embeddings/<suite>``).
+        score_fn: ``(suite_dir, meta, cache) -> {name: {"metrics", "n", "verdicts", ...}}`` for an available
+            suite (one entry per result suite, e.g. ``sugarcrepe`` and ``sugarcrepe_pp``).
+        results: the result suites this stage writes (default ``(suite,)``); one the suite does not have this time
+            (e.g. SugarCrepe++ absent) is written as skipped with its reason.
+
+    Returns:
+        ``{name: {label: headline metrics}}``.
+    """
+    results = results or (suite,)
+    folder = params.suite_dir(suite)
+    meta = read_suite(folder)
+    clear_outputs(*(params.metrics_dir / "evaluate" / name for name in results),
+                  *(params.data_dir / "verdicts" / name for name in results))
+    summary: dict = {name: {} for name in results}
+    for name in results:  # the verdict folder exists (a DVC output) even when every model is skipped
+        write_json(params.data_dir / "verdicts" / name / "index.json",
+                   {"suite": name, "models": model_labels(params), "available": bool(meta.get("available"))})
+    for label in model_labels(params):
+        checkpoint = (model_dir(params, label) / "checkpoint.pt").as_posix()
+        scored = {}
+        if meta.get("available"):
+            cache = EmbeddingCache.load(params.data_dir / "embeddings" / suite / member_path(label))
+            scored = score_fn(folder, meta, cache)
+        for name in results:
+            res = scored.get(name)
+            if res is None or res.get("available") is False:
+                reason = (res or {}).get("reason") or meta.get("reason") or f"{name} is not part of this profile"
+                out = suite_result(name, label, None, {}, {}, precision=params.evaluate.precision,
+                                   available=False, reason=reason)
+            else:
+                extra = {k: v for k, v in res.items() if k not in ("metrics", "n", "verdicts")}
+                out = suite_result(name, label, checkpoint, res["metrics"], res["n"],
+                                   precision=params.evaluate.precision, **extra)
+                write_json(params.data_dir / "verdicts" / name / f"{label}.json",
+                           {"suite": name, "model": label, "verdicts": res["verdicts"]})
+            write_metrics(params.metrics_dir / "evaluate" / name / f"{label}.json", out)
+            summary[name][label] = out["metrics"] if out["available"] else {"skipped": out["reason"]}
+    return summary
