@@ -1,0 +1,1 @@
+"""Rendering over tracked metrics: the paper's tables and figures (never imported by the library)."""

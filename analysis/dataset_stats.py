@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from concrete_jungle.evaluation.dataset_stats import C_BIN_EDGES  # noqa: E402
+from concrete_jungle.concreteness import C_BIN_EDGES  # noqa: E402
 from analysis.report import figure_axes  # noqa: E402
 
 __all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown",
@@ -63,7 +63,7 @@ def _ordered(names) -> list[str]:
 def plot_concreteness_histogram(c_by_dataset: Mapping[str, Sequence[float]], path: str | os.PathLike) -> Path:
     """One PNG with the c_i histograms of the datasets (paper Fig. 5(a)): same bins, mean lines.
 
-    Bins are ``concrete_jungle.evaluation.dataset_stats.C_BIN_EDGES`` (16 bins of 0.25 on the Brysbaert 1-5 scale);
+    Bins are ``concrete_jungle.concreteness.C_BIN_EDGES`` (16 bins of 0.25 on the Brysbaert 1-5 scale);
     each histogram is normalised to the share of its dataset's records per bin, so datasets of different sizes
     compare; a dashed vertical line marks each dataset's mean c_i.
 

@@ -78,12 +78,12 @@ def _fresh(device, precision):
 
 def run_ours(device, n, steps, warmup, log_every, grad_clip, precision) -> dict:
     from concrete_jungle.losses import CementLoss, MarginConfig
-    from concrete_jungle.training import _DeferredGuard, _param_groups, cosine_lr, train_step
+    from concrete_jungle.training import _DeferredGuard, build_optimizer, cosine_lr, train_step
 
     bundle = _fresh(device, precision)
     model = bundle.model
     batch = _batch(bundle, n, 0)
-    opt = torch.optim.AdamW(_param_groups(model, 0.1), lr=1e-5, betas=(0.9, 0.98), eps=1e-6)
+    opt = build_optimizer(model, 1e-5, 0.1, device)
     loss_fn = CementLoss(MarginConfig())
     guard = _DeferredGuard(device)
     total = warmup + steps

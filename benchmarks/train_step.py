@@ -54,7 +54,7 @@ from open_clip.loss import ClipLoss
 from concrete_jungle.losses import CementLoss, MarginConfig
 from concrete_jungle.models.build import build_model
 from concrete_jungle.params import ModelSpec
-from concrete_jungle.training import _DeferredGuard, _param_groups, cosine_lr, train_step
+from concrete_jungle.training import _DeferredGuard, build_optimizer, cosine_lr, train_step
 
 RESULT = Path(__file__).resolve().parent / "results" / "train_step.json"
 MODELS = {
@@ -92,8 +92,9 @@ def one_run(model_key: str, n: int, precision: str, repeats: int, warmup: int, g
     for m in models.values():
         m.train()
     batch = _batch(bundle, n, cfg["image_size"], seed)
-    opts = {k: torch.optim.AdamW(_reference_groups(m, 0.1) if k == "reference" else _param_groups(m, 0.1), lr=1e-4,
-                                 betas=(0.9, 0.98), eps=1e-6) for k, m in models.items()}
+    # ours: the trainer's optimiser (fused AdamW); reference: open_clip_train's (per-tensor AdamW, its groups)
+    opts = {k: torch.optim.AdamW(_reference_groups(m, 0.1), lr=1e-4, betas=(0.9, 0.98), eps=1e-6)
+            if k == "reference" else build_optimizer(m, 1e-4, 0.1) for k, m in models.items()}
     cement, clip = CementLoss(MarginConfig()), ClipLoss()
     total = warmup + repeats
     guard = _DeferredGuard(torch.device("cpu"))

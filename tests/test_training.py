@@ -307,7 +307,7 @@ def test_zero_workers_are_bit_identical_to_building_the_batches_by_hand(tmp_path
     import numpy as np
 
     from concrete_jungle.distributed import DistContext, anchor_sampler
-    from concrete_jungle.training import _param_groups
+    from concrete_jungle.training import build_optimizer
 
     recs = _six_records(tmp_path)
     loop = LoopParams(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=2, num_threads=1)
@@ -323,7 +323,7 @@ def test_zero_workers_are_bit_identical_to_building_the_batches_by_hand(tmp_path
     torch.set_num_threads(1)
     torch.manual_seed(0), np.random.seed(0), pyrandom.seed(0)
     hand.model.train()
-    opt = torch.optim.AdamW(_param_groups(hand.model, loop.weight_decay), lr=loop.lr, betas=(0.9, 0.98), eps=1e-6)
+    opt = build_optimizer(hand.model, loop.lr, loop.weight_decay)
     sampler, loss_fn, total = anchor_sampler(ds, DistContext(), 0), CementLoss(MarginConfig()), 6
     step = 0
     for epoch in range(2):

@@ -79,7 +79,7 @@ def run_stage(description: str, fn, argv=None, **arguments) -> dict:
     parser.add_argument("--params", default="params.yaml", help="the profile's params file (default: params.yaml, "
                         "the embedded world; pipelines/<profile>/params.yaml for the others)")
     for name, kwargs in arguments.items():
-        parser.add_argument(f"--{name}", required=True, **kwargs)
+        parser.add_argument(f"--{name}", **{"required": True, **kwargs})  # required unless kwargs say otherwise
     args = vars(parser.parse_args(argv))
     params = load_params(args.pop("params"))
     func = fn[args.pop("step")] if isinstance(fn, dict) else fn

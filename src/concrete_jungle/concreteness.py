@@ -34,6 +34,7 @@ import pandas as pd
 __all__ = [
     "CONC_MIN",
     "CONC_MAX",
+    "C_BIN_EDGES",
     "ConcretenessTable",
     "normalize_key",
     "load_concreteness",
@@ -44,6 +45,8 @@ __all__ = [
 #: Bounds of the Brysbaert rating scale (Conc.M), in concreteness units.
 CONC_MIN = 1.0
 CONC_MAX = 5.0
+#: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
+C_BIN_EDGES = tuple(CONC_MIN + 0.25 * k for k in range(17))
 
 _WS = re.compile(r"\s+")
 

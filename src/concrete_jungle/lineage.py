@@ -251,12 +251,11 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
     stages["keywords"] = stage(
         "keywords", "", ["concreteplant.spacy_model", "concreteplant.batch_size"], [manifest],
         outs=[f"{d}/keywords"], metrics=[{f"{r}/keywords.json": nocache}])
-    stages["concreteplant"] = {"foreach": "${concreteplant.datasets}", "do": stage(
-        "concreteplant", " --dataset ${item}",
-        seed_world + param_keys(p, "concreteplant", exclude=("datasets", "shard_index", "shard_count",
-                                                           "spacy_model", "batch_size")),
-        [*corpus_in, f"{d}/keywords"], outs=[f"{d}/concreteplant/${{item}}"],
-        metrics=[{f"{r}/concreteplant/${{item}}.json": nocache}])}
+    # one process for every dataset (they share the manifest, the candidates, the Brysbaert table and the rewriter)
+    stages["concreteplant"] = stage(
+        "concreteplant", "", seed_world + param_keys(p, "concreteplant", exclude=("shard_index", "shard_count",
+                                                                                  "spacy_model", "batch_size")),
+        [*corpus_in, f"{d}/keywords"], outs=[f"{d}/concreteplant"], metrics=[{f"{r}/concreteplant": nocache}])
 
     # ---- evaluation suites: prepare (no model)
     b = p.benchmark
@@ -342,7 +341,7 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         outs=[{f"reports/{p.profile}/dataset_stats": nocache}])
     stages["gradient_ratio"] = stage(
         "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
-        [f"{m}/base", f"{d}/concreteplant/{p.gradient_ratio.dataset}"],
+        [f"{m}/base", f"{d}/concreteplant"],
         metrics=[{f"{r}/gradient_ratio.json": nocache}])
     stages["report"] = stage(
         "report", "", ["concreteplant.datasets", *grid],

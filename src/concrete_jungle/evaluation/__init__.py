@@ -1,0 +1,1 @@
+"""Evaluation: prepared suites, one embedding pass per model, scorers over fixed embeddings (SugarCrepe, SugarCrepe++, Winoground, retrieval, linear probes, held-out pairs), paired statistics and Table 1."""

@@ -58,6 +58,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from concrete_jungle.concreteness import C_BIN_EDGES
+
 from concrete_jungle.evaluation.metric_models import (  # noqa: F401 (Table 1's metric models, re-exported)
     ClipModelUnavailable,
     DinoUnavailable,
@@ -106,8 +108,6 @@ __all__ = [
 
 #: Keyword types of ConcretePlant (ARO categories, paper A.1).
 KEYWORD_TYPES = ("attribute", "relation", "object")
-#: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
-C_BIN_EDGES = tuple(1.0 + 0.25 * k for k in range(17))
 
 _REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "c_i", "negative_caption")
 

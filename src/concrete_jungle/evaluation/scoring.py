@@ -17,9 +17,11 @@ __all__ = ["prepare_suite", "score_suite"]
 def prepare_suite(params, suite: str, prepare_fn, seed_offset: int) -> dict:
     """The ``prepare`` step shared by the suite stages: ``prepare_fn(out_dir, seed)`` writes the suite into a fresh
     ``params.suite_dir(suite)`` with its own seed (``params.seed + seed_offset``: no other stage draws the same
-    scenes); returns its ``suite.json`` without the input lists (for the stage log)."""
+    scenes); returns its ``suite.json`` for the stage log, each list and each mapping of over 20 entries (the
+    per-image MD5s) replaced by its length."""
     meta = prepare_fn(fresh_dir(params.suite_dir(suite)), params.seed + seed_offset)
-    return {k: v for k, v in meta.items() if k not in ("images", "texts")}
+    return {k: len(v) if isinstance(v, list) or (isinstance(v, dict) and len(v) > 20) else v
+            for k, v in meta.items()}
 
 
 def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = None) -> dict:
