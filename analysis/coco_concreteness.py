@@ -9,7 +9,8 @@ val2017 image, for D_hc, D_lc and D_wo, and writes:
   reason;
 * ``reports/real/coco_val2017_rewrites.md`` — ten example rewrites per type (attribute / relation / object).
 
-Usage: ``python analysis/coco_concreteness.py [--captions PATH] [--max-anchors N]``.
+The ``text_side`` stage of the real pipeline runs it (``stages/text_side.py``); by hand:
+``python analysis/coco_concreteness.py [--captions PATH] [--max-anchors N]``.
 """
 
 from __future__ import annotations
@@ -59,17 +60,24 @@ def _acceptance(stats: dict) -> dict:
             "tokenize_equal_dropped": skipped.get("tokenize_equal", 0)}
 
 
-def run(captions_json: str | Path, params_path: str | Path = "pipelines/real/params.yaml",
-        max_anchors: int | None = None,
+def run(captions_json: str | Path, params, max_anchors: int | None = None,
         metrics_path: str | Path = "metrics/real/concreteness_coco_val2017.json",
         examples_path: str | Path = "reports/real/coco_val2017_rewrites.md") -> dict:
     """Run the text side of ConcretePlant on COCO captions and write the metrics and example files.
 
+    Args:
+        captions_json: a COCO captions file (``images`` + ``annotations``).
+        params: the profile's :class:`~concrete_jungle.params.Params` (its ``concreteplant`` section and seed),
+            or the path of its params file; images are never read (``image_negatives: none``).
+        max_anchors: the first N images only (None = all).
+
     Raises:
         FileNotFoundError: if ``captions_json`` does not exist.
     """
-    params = load_params(params_path, overrides={"concreteplant": {"image_negatives": "none",
-                                                                    "max_anchors": max_anchors}})
+    if not hasattr(params, "concreteplant"):
+        params = load_params(params)
+    params = params.model_copy(update={"concreteplant": params.concreteplant.model_copy(
+        update={"image_negatives": "none", "max_anchors": max_anchors})})
     records = coco_anchor_records(captions_json)
     result = {"captions": str(captions_json), "n_anchors": min(len(records), max_anchors or len(records)),
               "rewriter": params.concreteplant.rewriter.backend, "datasets": {}}

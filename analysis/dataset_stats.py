@@ -21,11 +21,11 @@ import numpy as np  # noqa: E402
 from concrete_jungle.concreteness import C_BIN_EDGES  # noqa: E402
 from analysis.report import figure_axes  # noqa: E402
 
-__all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown",
+__all__ = ["DATASET_LABELS", "PAPER_TABLE1", "TABLE1_COLUMNS", "plot_concreteness_histogram", "table1_markdown", "plot_fig5",
            "lowess_curve", "plot_concreteness_gap"]
 
 #: Paper notation of the three ConcreteBatch variants (Sec. 3.1), in Table 1's row order here.
-DATASET_LABELS = {"hc": "D_hc", "lc": "D_lc", "wo": "D_wo"}
+DATASET_LABELS = {"hc": "D_hc", "lc": "D_lc", "wo": "D_wo", "hc_type": "D_hc^type", "lc_type": "D_lc^type"}
 
 #: Table 1 of the paper (COCO Karpathy train, PE-Core-L-14-336 reference, DINOv2, RoBERTa-large BERTScore rescaled).
 PAPER_TABLE1 = {
@@ -186,6 +186,78 @@ def plot_concreteness_gap(gaps_by_dataset: Mapping[str, Mapping[str, Sequence[fl
         ax.set_title("Logit gap vs concreteness, LOWESS trends")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small", loc="upper left")
+    return Path(path)
+
+
+def plot_fig5(pairs_by_dataset: Mapping[str, "pd.DataFrame"], stats_by_dataset: Mapping[str, Mapping],
+              path: str | os.PathLike) -> Path:
+    """Paper Fig. 5(d)-(f) in one PNG of three panels, a colour per dataset:
+
+    (d) mean BERTScore(t, t') (solid) and mean word edit distance (dashed, right axis) by concreteness bin
+        (``fig5.by_c_bin`` of each dataset's statistics);
+    (e) CLIP-L = cos(t, t') against CLIP-V = cos(v, v') of every scored pair, Spearman's rho in the legend;
+    (f) BERTScore against the image-side similarity (DINOScore when computed, else CLIP-V), rho in the legend.
+
+    Args:
+        pairs_by_dataset: dataset -> per-pair rows with columns ``bertscore``, ``word_edit_distance``, ``clip_l``,
+            ``clip_v``, ``dino`` (``metrics/<p>/dataset_gaps/<d>.csv``; empty cells = not computed).
+        stats_by_dataset: dataset -> its ``metrics/<p>/dataset_stats/<d>.json`` (with ``fig5``).
+        path: output PNG (written atomically).
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        ValueError: no dataset, or a dataset whose statistics lack ``fig5`` (naming it).
+    """
+    from analysis.report import save_figure
+
+    if not pairs_by_dataset:
+        raise ValueError("plot_fig5: pairs_by_dataset is empty; nothing to plot")
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, (ax_d, ax_e, ax_f) = plt.subplots(1, 3, figsize=(15.0, 4.2))
+    ax_d2 = ax_d.twinx()
+    try:
+        for k, name in enumerate(_ordered(list(pairs_by_dataset))):
+            colour, df = colours[k % len(colours)], pairs_by_dataset[name]
+            fig5 = stats_by_dataset.get(name, {}).get("fig5")
+            if fig5 is None:
+                raise ValueError(f"plot_fig5: the statistics of dataset {name!r} have no 'fig5'")
+            bins = [b for b in fig5["by_c_bin"] if b["n"]]
+            mids = [(b["lo"] + b["hi"]) / 2 for b in bins]
+            bert = [b["bertscore"] for b in bins]
+            if any(v is not None for v in bert):
+                ax_d.plot(mids, [np.nan if v is None else v for v in bert], "o-", color=colour, label=_label(name))
+            ax_d2.plot(mids, [b["word_edit_distance"] for b in bins], "s--", color=colour, alpha=0.7)
+            image_col = "dino" if fig5.get("image_side") == "dino" else "clip_v"
+            for ax, x_col, y_col, key in ((ax_e, "clip_l", "clip_v", "clip_l_vs_clip_v"),
+                                          (ax_f, "bertscore", image_col, "bertscore_vs_image")):
+                sub = df[[x_col, y_col]].dropna()
+                corr = fig5.get(key, {})
+                rho = f"rho {corr['spearman_rho']:.2f}" if "spearman_rho" in corr else "rho —"
+                if len(sub):
+                    ax.scatter(sub[x_col], sub[y_col], s=6, alpha=0.3, color=colour, linewidths=0,
+                               label=f"{_label(name)} ({rho}, n={len(sub)})")
+        ax_d.set_xlabel("keyword concreteness c_i (bin centre)")
+        ax_d.set_ylabel("BERTScore(t, t') (solid)")
+        ax_d2.set_ylabel("word edit distance (dashed)")
+        ax_d.set_title("(d) text-side change by concreteness")
+        ax_e.set_xlabel("CLIP-L cos(t, t')")
+        ax_e.set_ylabel("CLIP-V cos(v, v')")
+        ax_e.set_title("(e) text vs image similarity")
+        ax_f.set_xlabel("BERTScore(t, t')")
+        ax_f.set_ylabel("image-side similarity")
+        ax_f.set_title("(f) BERTScore vs image similarity")
+        for ax in (ax_d, ax_e, ax_f):
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize="x-small", loc="best")
+        if not ax_f.collections:
+            ax_f.text(0.5, 0.5, "BERTScore not computed", ha="center", va="center", transform=ax_f.transAxes)
+    except BaseException:
+        plt.close(fig)
+        raise
+    save_figure(fig, path)
     return Path(path)
 
 

@@ -3,14 +3,20 @@ median c_i, I2T / T2I accuracy, BERTScore, CLIP-L / CLIP-V, DINOScore, unique ke
 (the models are loaded once): the CLIP rows under ``dataset_stats.clip_model`` (paper profile: PE-Core-L-14-336 /
 meta), the logit gaps under ``dataset_stats.reference_model``, DINOScore under ``dataset_stats.dino``.
 
-Writes ``metrics/<p>/dataset_stats/<dataset>.json``, the per-record logit gaps ``metrics/<p>/dataset_gaps/<dataset>.csv``
-(paper Fig. 4; ``dvc plots``) and the c_i histogram ``reports/<p>/dataset_stats/<dataset>.png`` of each dataset.
+Writes ``metrics/<p>/dataset_stats/<dataset>.json`` (with ``fig5``: Fig. 5(d) by concreteness bin, the
+correlations of 5(e)/(f)), the per-pair values ``metrics/<p>/dataset_gaps/<dataset>.csv`` (logit gap of Fig. 4,
+BERTScore, word edit distance, CLIP-L, CLIP-V, DINO cosine; ``dvc plots``) and the c_i histogram
+``reports/<p>/dataset_stats/<dataset>.png`` of each dataset.
 """
 
 from analysis.dataset_stats import plot_concreteness_histogram
 from concrete_jungle.cli import clear_outputs, run_stage
 from concrete_jungle.io import atomic_write, read_jsonl, write_metrics
 from concrete_jungle.params import Params
+
+#: Columns of ``metrics/<p>/dataset_gaps/<dataset>.csv``, one row per scored pair (empty: not computed).
+PAIR_COLUMNS = ["anchor_id", "type", "c_i", "cos_gap", "logit_gap", "bertscore", "word_edit_distance", "clip_l",
+                "clip_v", "dino"]
 
 
 def dataset_stats_stage(params: Params) -> dict:
@@ -48,9 +54,9 @@ def dataset_stats_stage(params: Params) -> dict:
     for dataset in params.concreteplant.datasets:
         records = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
         stats = dataset_statistics(records, bundle, cfg, dataset=dataset, clip_bundle=clip_bundle)
-        gaps = pd.DataFrame(stats.pop("per_record"), columns=["anchor_id", "type", "c_i", "cos_gap", "logit_gap"])
-        with atomic_write(gaps_dir / f"{dataset}.csv") as fh:
-            gaps.to_csv(fh, index=False, float_format="%.6g")  # per-record logit gap vs c_i (Fig. 4; dvc plots)
+        gaps = pd.DataFrame(stats.pop("per_record"), columns=PAIR_COLUMNS)
+        with atomic_write(gaps_dir / f"{dataset}.csv") as fh:  # per pair: Fig. 4 (logit gap vs c_i), Fig. 5(d)-(f)
+            gaps.to_csv(fh, index=False, float_format="%.6g")
         plot_concreteness_histogram({dataset: [r["c_i"] for r in records]}, figures / f"{dataset}.png")
         write_metrics(metrics / f"{dataset}.json", stats)
         out[dataset] = stats

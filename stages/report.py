@@ -9,7 +9,7 @@ for the pairs of :func:`~concrete_jungle.grid.comparison_pairs`, from ``data/<pr
 ``table1.md``.
 """
 
-from analysis.dataset_stats import plot_concreteness_gap, table1_markdown
+from analysis.dataset_stats import plot_concreteness_gap, plot_fig5, table1_markdown
 from analysis.report import GRADIENT_RATIO_TSV, plot_gradient_ratio, plot_gradient_ratio_study
 from analysis.tables import comparisons_markdown, plot_heldout, read_results, read_verdicts, table2, table3
 from concrete_jungle.cli import clear_outputs, run_stage
@@ -18,7 +18,7 @@ from concrete_jungle.io import atomic_write, read_json
 from concrete_jungle.params import Params
 
 OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
-           "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png")
+           "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png")
 #: Bootstrap resamples of each paired CI in comparisons.md (percentile method, seeded).
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -60,8 +60,8 @@ def render_reports(params: Params) -> dict:
     out["gradient_ratio_study"] = plot_gradient_ratio_study(read_json(params.metrics_dir / "gradient_ratio.json"),
                                                             out_dir / "gradient_ratio_study.png")
     datasets = params.concreteplant.datasets
-    _write(out_dir / "table1.md", "# Table 1: ConcreteBatch statistics\n\n" + table1_markdown(
-        {d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json") for d in datasets}))
+    stats = {d: read_json(params.metrics_dir / "dataset_stats" / f"{d}.json") for d in datasets}
+    _write(out_dir / "table1.md", "# Table 1: ConcreteBatch statistics\n\n" + table1_markdown(stats))
     out["table1"] = out_dir / "table1.md"
     gaps = {d: pd.read_csv(params.metrics_dir / "dataset_gaps" / f"{d}.csv") for d in datasets}
     unit = "cosine" if any(df["logit_gap"].isna().any() for df in gaps.values()) else "logit"  # no logit scale
@@ -69,6 +69,7 @@ def render_reports(params: Params) -> dict:
     out["concreteness_gap"] = plot_concreteness_gap(
         {d: {"c_i": df["c_i"].tolist(), "gap": df[col].tolist()} for d, df in gaps.items()},
         out_dir / "concreteness_gap.png", unit=unit)
+    out["fig5"] = plot_fig5(gaps, stats, out_dir / "fig5_def.png")
     return out
 
 

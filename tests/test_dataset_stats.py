@@ -17,7 +17,7 @@ import torch
 from PIL import Image
 from pydantic import ValidationError
 
-from analysis.dataset_stats import PAPER_TABLE1, plot_concreteness_histogram, table1_markdown
+from analysis.dataset_stats import PAPER_TABLE1, plot_concreteness_histogram, plot_fig5, table1_markdown
 from concrete_jungle.evaluation import dataset_stats as DS
 from concrete_jungle.io import read_json, write_metrics
 from concrete_jungle.models.build import ModelBundle
@@ -166,6 +166,47 @@ def test_cosine_similarities(quadruples, fake_bundle):
     assert out["gap_vs_c"]["unit"] == "logit" and out["gap_vs_c"]["n"] == 4
     assert out["gap_vs_c"]["slope"] == pytest.approx(slope, abs=1e-4)
     assert out["gap_vs_c"]["intercept"] == pytest.approx(intercept, abs=1e-4)
+
+
+def test_fig5_per_pair_values_and_summaries(quadruples, fake_bundle):
+    """Fig. 5(d)-(f) from the same four quadruples: per pair CLIP-L = cos(t, t'), CLIP-V = cos(v, v') (None for
+    the text-only Q4), word edit distance of the captions ("qk anchor" -> "qk negative": 1 word); bins of c_i."""
+    records, root = quadruples
+    cfg = DS.DatasetStatsParams(batch_size=2, bertscore={"enabled": False}, c_bins=[1.0, 3.0, 4.5, 5.0])
+    out = DS.dataset_statistics(records, fake_bundle, cfg, image_root=root)
+    rows = out["per_record"]
+    assert [r["clip_l"] for r in rows] == pytest.approx([0, 1 / S5, 1 / S2, 1 / S2], abs=1e-6)
+    assert [r["clip_v"] for r in rows[:3]] == pytest.approx([0, 1 / S2, 1], abs=1e-6) and rows[3]["clip_v"] is None
+    assert [r["word_edit_distance"] for r in rows] == [1, 1, 1, 1]
+    assert all(r["bertscore"] is None and r["dino"] is None for r in rows)
+    fig5 = out["fig5"]
+    # c_i = 5, 4, 2.5, 3: bin [1, 3) holds Q3, [3, 4.5) holds Q2 and Q4, [4.5, 5] holds Q1
+    bins = fig5["by_c_bin"]
+    assert [(b["lo"], b["hi"], b["n"]) for b in bins] == [(1.0, 3.0, 1), (3.0, 4.5, 2), (4.5, 5.0, 1)]
+    assert bins[1]["clip_l"] == pytest.approx((1 / S5 + 1 / S2) / 2, abs=1e-6)
+    assert bins[1]["clip_v"] == pytest.approx(1 / S2, abs=1e-6)  # Q4 has no image pair
+    assert bins[0]["bertscore"] is None
+    # 5(e): CLIP-L vs CLIP-V over Q1-Q3: (0, 0), (1/sqrt5, 1/sqrt2), (1/sqrt2, 1) -> both ranks increase
+    assert fig5["clip_l_vs_clip_v"]["n"] == 3 and fig5["clip_l_vs_clip_v"]["spearman_rho"] == pytest.approx(1.0)
+    assert fig5["bertscore_vs_image"] == {"n": 0, "skipped": "0 pair(s) with both values: a correlation needs at least 3"}
+    assert fig5["c_vs_word_edit_distance"] == {"n": 4, "skipped": "one side is constant"}
+    assert fig5["image_side"] == "clip_v" and fig5["word_edit_distance_mean"] == 1.0
+
+
+def test_word_edit_distance_and_bins_by_hand():
+    assert DS.word_edit_distance("A person wearing a red helmet", "A person wearing a blue helmet") == 1
+    assert DS.word_edit_distance("A woman holding a coffee cup", "a woman holding a laptop") == 2
+    assert DS.word_edit_distance("a cat", "") == 2 and DS.word_edit_distance("", "") == 0
+    bins = DS.by_concreteness_bin([1.0, 2.9, 3.0, 5.0], {"x": [1, 2, None, 4]}, [1.0, 3.0, 5.0])
+    assert bins == [{"lo": 1.0, "hi": 3.0, "n": 2, "x": 1.5}, {"lo": 3.0, "hi": 5.0, "n": 2, "x": 4.0}]
+    with pytest.raises(ValueError, match="edges must increase"):
+        DS.by_concreteness_bin([1.0], {}, [3.0, 1.0])
+    with pytest.raises(ValueError, match="column 'x' has 1 values for 2 c_i"):
+        DS.by_concreteness_bin([1.0, 2.0], {"x": [1]}, [1.0, 5.0])
+    r = DS.correlation([1, 2, 3, 4], [2, 4, 6, 9])
+    assert r["n"] == 4 and r["spearman_rho"] == pytest.approx(1.0) and 0.98 < r["pearson_r"] < 1.0
+    with pytest.raises(ValidationError, match="c_bins"):
+        DS.DatasetStatsParams(c_bins=[1.0, 4.0, 3.0])
 
 
 def test_gap_vs_concreteness_by_hand():
@@ -403,6 +444,20 @@ def test_histogram_png(tmp_path):
         plot_concreteness_histogram({"hc": [5.2]}, tmp_path / "x.png")
     with pytest.raises(ValueError, match="empty"):
         plot_concreteness_histogram({}, tmp_path / "x.png")
+
+
+def test_fig5_png_from_the_statistics(quadruples, fake_bundle, tmp_path):
+    import pandas as pd
+
+    records, root = quadruples
+    out = DS.dataset_statistics(records, fake_bundle, NO_BERT_NO_DINO, image_root=root)
+    pairs = pd.DataFrame(out.pop("per_record"))
+    path = plot_fig5({"hc": pairs, "lc": pairs}, {"hc": out, "lc": out}, tmp_path / "fig5.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10000
+    with pytest.raises(ValueError, match="dataset 'wo' have no 'fig5'"):
+        plot_fig5({"wo": pairs}, {"wo": {}}, tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_table1_markdown(quadruples, fake_bundle):

@@ -112,6 +112,21 @@ def test_interaction_verbs(nlp, table):
     assert [r[0] for r in no_verbs] == ["object", "object"]
 
 
+def test_participle_tagged_as_noun_is_a_relation_never_an_object(nlp, table):
+    """Issue example: in a verbless caption the small parser tags "playing" NN with "swimsuit" as its compound
+    child; it becomes the relation "play" (it governs "near the water"), and "swimsuit" stays an object."""
+    rows = {r[1]: r for r in _rows(_mine(nlp, table, "A boy in a black swimsuit playing near the water."))}
+    assert rows["playing"] == ("relation", "playing", "play", table.lookup("play"))
+    assert rows["swimsuit"][0] == "object"
+    assert not any(t == "object" and "playing" in text for t, text, _, _ in rows.values())
+    # with interaction relations off it is no keyword at all, never an object
+    rows = _rows(_mine(nlp, table, "A boy in a black swimsuit playing near the water.", interaction_verbs=False))
+    assert "playing" not in {r[1] for r in rows}
+    # an -ing noun that names a thing keeps its object reading ("stone flooring")
+    rows = _rows(_mine(nlp, table, "An all white living room with stone flooring"))
+    assert ("object", "flooring", "flooring") in {r[:3] for r in rows}
+
+
 def test_generic_prepositions_are_opt_in(nlp, table):
     text = "A cat sitting on a table"
     assert [c.type for c in _mine(nlp, table, text)] == ["object", "object"]
@@ -307,6 +322,8 @@ def _reference_candidates(doc, table, preps, interaction_verbs):
         a, b = doc[i], doc[i + 1]
         if used[i] or used[i + 1] or b.idx != a.idx + len(a.text) + 1:
             continue
+        if kw.is_mistagged_participle(a) or kw.is_mistagged_participle(b):
+            continue
         if a.pos_ not in ("NOUN", "PROPN", "ADJ") and not (a.pos_ == "VERB" and a.tag_ == "VBG"):
             continue
         if b.pos_ not in ("NOUN", "PROPN", "ADJ") or not ({a.pos_, b.pos_} & kw._OBJECT_POS):
@@ -335,6 +352,13 @@ def _reference_candidates(doc, table, preps, interaction_verbs):
         elif tok.pos_ == "NUM" and tok.dep_ == "nummod":
             if tok.lower_ not in kw.NON_ATTRIBUTE_ADJECTIVES:
                 cand_type, keys = "attribute", (tok.lower_, lemma)
+        elif kw.is_mistagged_participle(tok):  # a relation when it governs an object or a prepositional phrase
+            governs = any(c.dep_ == "dobj" and c.pos_ in kw._NOMINAL for c in tok.children) or any(
+                c.dep_ == "prep" and any(g.dep_ == "pobj" and g.pos_ in kw._NOMINAL for g in c.children)
+                for c in tok.children)
+            verb = kw.participle_lemma(tok.lower_)
+            if interaction_verbs and governs and verb not in kw.NON_INTERACTION_VERBS:
+                cand_type, keys = "relation", (verb, tok.lower_)
         elif tok.pos_ in kw._OBJECT_POS:
             if lemma not in kw.NON_OBJECT_NOUNS and tok.lower_ not in kw.NON_OBJECT_NOUNS:
                 if any(ch.isalpha() for ch in tok.text):

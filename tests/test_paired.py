@@ -51,7 +51,13 @@ def test_comparison_pairs_of_the_committed_grid():
         ("lc-cement", "base"),
         ("hc-infonce", "clip"), ("hc-cement", "clip"), ("lc-infonce", "clip"), ("lc-cement", "clip"),
         ("hc-cement", "hc-infonce"), ("lc-cement", "lc-infonce"),
+        ("hc-infonce", "lc-infonce"), ("hc-cement", "lc-cement"),  # the concreteness effect, per loss
     ]
+    typed = load_params(Path(__file__).resolve().parents[1] / "params.yaml",
+                        overrides={"concreteplant": {"datasets": ["hc", "lc", "hc_type", "lc_type"]},
+                                   "train": {"datasets": ["hc", "lc", "hc_type", "lc_type"], "losses": ["infonce"],
+                                             "margin_losses": [], "baselines": []}})
+    assert comparison_pairs(typed)[-2:] == [("hc-infonce", "lc-infonce"), ("hc_type-infonce", "lc_type-infonce")]
     no_infonce = load_params(Path(__file__).resolve().parents[1] / "params.yaml",
                              overrides={"train": {"datasets": ["hc"], "losses": [], "baselines": []}})
     assert comparison_pairs(no_infonce) == [("hc-cement", "base")]

@@ -20,7 +20,7 @@ from pathlib import Path
 from concrete_jungle.params import Params
 
 __all__ = ["model_labels", "model_label", "comparison_pairs", "family_members", "family_of", "member_path",
-           "model_dir", "train_metrics_dir", "families"]
+           "model_dir", "train_metrics_dir", "families", "concreteness_pairs"]
 
 
 def model_labels(params: Params) -> list[str]:
@@ -84,7 +84,8 @@ def comparison_pairs(params: Params) -> list[tuple[str, str]]:
     """The ``(model, reference)`` pairs the report compares paired on the benchmark items: every fine-tune
     against ``base``; every hard-negative fine-tune against each baseline (same steps, no hard negatives);
     every margin loss against InfoNCE on the same dataset (the paper's Cement-vs-InfoNCE question) when
-    ``infonce`` is in ``train.losses``."""
+    ``infonce`` is in ``train.losses``; the concreteness effect, default and type-matched
+    (:func:`concreteness_pairs`)."""
     labels = model_labels(params)
     tp = params.train
     pairs = [(lab, "base") for lab in labels if lab != "base"]
@@ -92,4 +93,15 @@ def comparison_pairs(params: Params) -> list[tuple[str, str]]:
     pairs += [(lab, bl) for bl in tp.baselines for lab in hard]
     if "infonce" in tp.losses:
         pairs += [(model_label(d, m), model_label(d, "infonce")) for d in tp.datasets for m in tp.margin_losses]
+    pairs += concreteness_pairs(params)
     return pairs
+
+
+def concreteness_pairs(params: Params) -> list[tuple[str, str]]:
+    """The concreteness effect (paper Sec. 3.1 / 3.3: D_hc vs D_lc), per loss: ``(hc-<loss>, lc-<loss>)`` and,
+    when the type-matched pair is in ``train.datasets``, ``(hc_type-<loss>, lc_type-<loss>)`` — the same
+    comparison with every anchor's keyword type held fixed (the reviewers' control)."""
+    tp = params.train
+    return [(model_label(hi, loss), model_label(lo, loss))
+            for hi, lo in (("hc", "lc"), ("hc_type", "lc_type")) if hi in tp.datasets and lo in tp.datasets
+            for loss in [*tp.losses, *tp.margin_losses]]

@@ -339,6 +339,15 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         metrics=[{f"{r}/dataset_stats": nocache}],
         plots=[{f"{r}/dataset_gaps": {"cache": False, "x": "c_i", "y": "logit_gap", "template": "scatter"}}],
         outs=[{f"reports/{p.profile}/dataset_stats": nocache}])
+    if p.text_side.captions is not None:  # the text-side check on a COCO captions file (no images)
+        stages["text_side"] = stage(
+            "text_side", "", ["seed", *param_keys(p, "concreteplant", exclude=("datasets", "shard_index",
+                                                                             "shard_count", "image_negatives",
+                                                                             "image_edit", "max_anchors")),
+                              *param_keys(p, "text_side")],
+            [p.text_side.captions],
+            metrics=[{f"{r}/concreteness_coco_val2017.json": nocache}, {f"{r}/lc_concreteness.json": nocache}],
+            outs=[{f"reports/{p.profile}/coco_val2017_rewrites.md": nocache}])
     stages["gradient_ratio"] = stage(
         "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
         [f"{m}/base", f"{d}/concreteplant"],
@@ -352,7 +361,7 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
 
 #: The files the report stage renders (``reports/<profile>/``).
 REPORT_OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
-                  "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png")
+                  "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png")
 
 
 class _NoAliases(yaml.SafeDumper):

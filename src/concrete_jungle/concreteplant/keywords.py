@@ -9,7 +9,10 @@ relation or object (ARO) — following the enabling rules of A.1 "Balancing Comp
   "to the left of", ...), kept as ONE keyword spanning all their words; (ii) spatial prepositions with a
   nominal object (``pobj``) in the dependency tree ("under the table"; by default only unambiguously
   spatial ones, see :data:`SPATIAL_PREPOSITIONS`); (iii) interaction verbs with a subject
-  and a direct object ("a woman *holding* a cup").
+  and a direct object ("a woman *holding* a cup"); (iv) a participle that the parser tagged as a noun in a
+  verbless caption ("a boy in a black swimsuit *playing* near the water": ``playing`` is an ``NN`` with
+  ``swimsuit`` as its compound child), with its verb lemma ("play"), when it governs an object or a prepositional
+  phrase — otherwise it is no keyword; never an object (:func:`is_mistagged_participle`).
 * **attribute** — adjectival (``amod``) and numeric (``nummod``) modifiers, predicate adjectives
   (``acomp``: "the sky is *cloudy*"), and state-like participles ("a car *parked* on the street",
   "the car is *parked*").
@@ -82,6 +85,9 @@ __all__ = [
     "apply_context_rule",
     "candidate_to_row",
     "candidate_from_row",
+    "is_mistagged_participle",
+    "participle_lemma",
+    "ING_OBJECT_NOUNS",
 ]
 
 CANDIDATE_TYPES = ("attribute", "relation", "object")
@@ -186,9 +192,46 @@ NON_ATTRIBUTE_PARTICIPLES = frozenset(
 )
 #: Known lemmatizer errors of en_core_web_sm: surface form -> lemma ("riding" is lemmatised as "rid").
 LEMMA_FIXES = {"riding": "ride"}
+#: -ing nouns that name things ("stone flooring", "gate railing", "cake icing"): never read as a participle that
+#: the parser glued to the noun before it (:func:`is_mistagged_participle`).
+ING_OBJECT_NOUNS = frozenset(
+    "building ceiling clothing flooring railing icing frosting netting topping ring wing string swing king spring "
+    "thing painting drawing landing crossing wedding pudding stuffing awning bedding siding lighting plumbing "
+    "wiring fencing seating shelving tiling roofing carving earring sapling dumpling duckling sibling evening "
+    "morning opening filling lining covering paneling piping sling stocking boarding".split()
+)
+_DETERMINER_DEPS = ("det", "poss", "nummod", "amod")
 
 _NOMINAL = frozenset({"NOUN", "PROPN", "PRON", "NUM"})
 _OBJECT_POS = frozenset({"NOUN", "PROPN"})
+
+
+def is_mistagged_participle(tok) -> bool:
+    """True when the spaCy token ``tok`` is a participle that the parser read as a noun (paper A.1: a keyword's
+    type must match its role): tag ``NN``, lower form ending in "ing" and not one of :data:`ING_OBJECT_NOUNS`,
+    not itself a compound modifier, no determiner-like child (det, poss, nummod, amod), and the noun right before
+    it glued to it as a ``compound`` child — the small English parser's reading of "a black swimsuit playing near
+    the water". The rule as the reference formulation; :class:`_Extractor` evaluates it on whole batches.
+
+    Raises:
+        AttributeError: ``tok`` is not a spaCy ``Token``.
+    """
+    return (tok.tag_ == "NN" and tok.lower_.endswith("ing") and tok.dep_ != "compound"
+            and tok.lower_ not in ING_OBJECT_NOUNS
+            and not any(c.dep_ in _DETERMINER_DEPS for c in tok.children)
+            and any(c.dep_ == "compound" and c.i == tok.i - 1 and c.pos_ in _OBJECT_POS for c in tok.children))
+
+
+@functools.lru_cache(maxsize=4096)
+def participle_lemma(word: str) -> str:
+    """The verb lemma of an -ing form ("playing" -> "play", "riding" -> "ride"): :data:`LEMMA_FIXES`, else
+    lemminflect's VERB lemma, else ``word`` without "ing". ``word`` is lower-cased text."""
+    if word in LEMMA_FIXES:
+        return LEMMA_FIXES[word]
+    from lemminflect import getLemma
+
+    lemmas = getLemma(word, upos="VERB")
+    return lemmas[0] if lemmas else word[:-3]
 
 
 @dataclass(frozen=True)
@@ -376,7 +419,7 @@ class _Extractor:
         context_length: int | None,
         stats: MiningStats | None,
     ) -> None:
-        from spacy.attrs import DEP, HEAD, IDX, LEMMA, LENGTH, LOWER, POS, TAG
+        from spacy.attrs import DEP, HEAD, IDX, LEMMA, LENGTH, LOWER, POS, SUFFIX, TAG
         from spacy.strings import get_string_id as h
         from spacy.symbols import ADJ, ADP, AUX, NOUN, NUM, PRON, PROPN, VERB
 
@@ -390,14 +433,14 @@ class _Extractor:
         self._strings: dict[int, str] = {}  # string hash -> string (lower forms and lemmas)
         self._lemmas: dict[int, str] = {}  # lemma hash -> lower-cased lemma
         # Columns of Doc.to_array; HEAD is the offset from a token to its head.
-        self._attrs = [LOWER, POS, TAG, DEP, HEAD, IDX, LENGTH, LEMMA]
+        self._attrs = [LOWER, POS, TAG, DEP, HEAD, IDX, LENGTH, LEMMA, SUFFIX]
         self._pos = {"NOUN": NOUN, "PROPN": PROPN, "ADJ": ADJ, "NUM": NUM, "ADP": ADP, "VERB": VERB, "AUX": AUX}
         self._nominal = np.array([NOUN, PROPN, PRON, NUM], dtype=np.uint64)
         self._object_pos = np.array([NOUN, PROPN], dtype=np.uint64)
         self._pair_pos = np.array([NOUN, PROPN, ADJ], dtype=np.uint64)
         self._dep = {d: h(d) for d in (
-            "prep", "pobj", "dobj", "auxpass", "amod", "acl", "relcl", "conj", "acomp", "nummod")}
-        self._vbn, self._vbg = h("VBN"), h("VBG")
+            "prep", "pobj", "dobj", "auxpass", "amod", "acl", "relcl", "conj", "acomp", "nummod", "compound")}
+        self._vbn, self._vbg, self._nn, self._ing = h("VBN"), h("VBG"), h("NN"), h("ing")
 
         def hashes(words: Iterable[str]) -> np.ndarray:
             return np.array(sorted({h(w) for w in words}), dtype=np.uint64)
@@ -409,6 +452,8 @@ class _Extractor:
         self._non_participles_h = hashes(NON_ATTRIBUTE_PARTICIPLES)
         self._non_adjectives_h = hashes(NON_ATTRIBUTE_ADJECTIVES)
         self._non_nouns_h = hashes(NON_OBJECT_NOUNS)
+        self._ing_objects_h = hashes(ING_OBJECT_NOUNS)
+        self._determiner_deps = hashes(_DETERMINER_DEPS)
         self._lemma_fixes_h = {h(w): lemma for w, lemma in LEMMA_FIXES.items()}
 
     def rate(self, keys: tuple[str, ...]) -> tuple[str, float | None]:
@@ -452,10 +497,10 @@ class _Extractor:
         total = sum(sizes)
         if total == 0:
             return results
-        arr = np.concatenate([d.to_array(self._attrs) for d, n in zip(docs, sizes) if n])  # uint64 [N, 8]
+        arr = np.concatenate([d.to_array(self._attrs) for d, n in zip(docs, sizes) if n])  # uint64 [N, 9]
         doc_of = np.repeat(np.arange(len(docs)), sizes)  # [N] doc index of each token
         index = np.arange(total, dtype=np.uint64)
-        lower, pos, tag, dep, idx, length, lemh = (arr[:, c] for c in (0, 1, 2, 3, 5, 6, 7))
+        lower, pos, tag, dep, idx, length, lemh, suffix = (arr[:, c] for c in (0, 1, 2, 3, 5, 6, 7, 8))
         head = (arr[:, 4] + index).astype(np.int64)  # offset -> index in the batch (mod 2**64)
         child = head != index.astype(np.int64)  # the root is its own head, not its own child
         P, D = self._pos, self._dep
@@ -492,26 +537,40 @@ class _Extractor:
         verb_ok = is_verb & has_dobj_nominal & has_subject if self.interaction_verbs else np.zeros(total, bool)
         is_adj = rest & (pos == P["ADJ"]) & ((dep == D["amod"]) | (dep == D["acomp"]))
         is_num = rest & (pos == P["NUM"]) & (dep == D["nummod"])
-        is_obj = rest & np.isin(pos, self._object_pos)
+        # A participle tagged as a noun (is_mistagged_participle): never an object; a relation when it governs
+        # an object or a prepositional phrase.
+        glued = np.zeros(total, dtype=bool)  # the token before is a noun compound child of this one
+        glued[1:] = ((dep[:-1] == D["compound"]) & (head[:-1] == np.arange(1, total))
+                     & np.isin(pos[:-1], self._object_pos) & (doc_of[:-1] == doc_of[1:]))
+        mistagged = (
+            (tag == self._nn) & (suffix == self._ing) & (dep != D["compound"]) & glued
+            & ~np.isin(lower, self._ing_objects_h) & ~children_with(np.isin(dep, self._determiner_deps))
+        )
+        has_prep_phrase = children_with((dep == D["prep"]) & has_pobj_nominal)
+        participle_rel = (mistagged & (has_dobj_nominal | has_prep_phrase) if self.interaction_verbs
+                          else np.zeros(total, bool))
+        is_obj = rest & np.isin(pos, self._object_pos) & ~mistagged
         single = (
             (is_adp & has_pobj_nominal) | is_participle | verb_ok
             | ((is_adj | is_num) & ~np.isin(lower, self._non_adjectives_h))
-            | (is_obj & ~np.isin(lower, self._non_nouns_h))
+            | participle_rel | (is_obj & ~np.isin(lower, self._non_nouns_h))
         )
         # Two-word objects: adjacent tokens of one doc separated by one character, NOUN/PROPN/ADJ (the first may
-        # be a VBG verb), at least one NOUN/PROPN.
+        # be a VBG verb), at least one NOUN/PROPN, neither a noun-tagged participle.
         pa, pb = pos[:-1], pos[1:]
         a_ok = np.isin(pa, self._pair_pos) | ((pa == P["VERB"]) & (tag[:-1] == self._vbg))
         pair = (
             a_ok & np.isin(pb, self._pair_pos) & (np.isin(pa, self._object_pos) | np.isin(pb, self._object_pos))
             & (doc_of[:-1] == doc_of[1:]) & (idx[1:] == idx[:-1] + length[:-1] + 1)
+            & ~mistagged[:-1] & ~mistagged[1:]
         )
         phrase_start = np.isin(lower, self._phrase_first)
 
         # Python over the few tokens that passed, doc by doc, in the order of the rules.
         lower_l, idx_l, length_l, lem_l = lower.tolist(), idx.tolist(), length.tolist(), lemh.tolist()
         doc_l = doc_of.tolist()
-        kind = np.select([is_adp, is_participle, verb_ok, is_adj, is_num, is_obj], [1, 2, 3, 4, 5, 6], 0)
+        kind = np.select([is_adp, is_participle, verb_ok, is_adj, is_num, participle_rel, is_obj],
+                         [1, 2, 3, 4, 5, 7, 6], 0)
         kind_l = kind.tolist()
         singles = np.flatnonzero(single).tolist()
         pairs = np.flatnonzero(pair).tolist()
@@ -577,6 +636,11 @@ class _Extractor:
                 cand_type, keys = "attribute", (lemma, word)
             elif kd == 5:  # numeric modifier
                 cand_type, keys = "attribute", (word, lemma)
+            elif kd == 7:  # participle tagged as a noun, governing an object or a prepositional phrase
+                verb = participle_lemma(word)
+                if verb in NON_INTERACTION_VERBS:
+                    continue
+                cand_type, keys = "relation", (verb, word)
             else:  # noun / proper noun
                 if lemma in NON_OBJECT_NOUNS:
                     continue

@@ -39,12 +39,15 @@ from concrete_jungle.concreteplant.rewriters import build_rewriter
 from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
 from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl
+from concrete_jungle.params import DATASET_SAMPLING
 
 __all__ = ["run_concreteplant", "ShardPlan", "shard_plan", "fingerprint", "tokenize_equal", "DATASET_SEED_OFFSET",
            "FAULT_ENV"]
 
-# Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise.
-DATASET_SEED_OFFSET = {"hc": 11, "lc": 23, "wo": 37}
+#: Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise. The
+#: seed offset of each dataset's sampler and rewriter; the type-matched pair shares one, so that both choose the same
+#: keyword type for every anchor (the type rule's quota coin is the same stream)
+DATASET_SEED_OFFSET = {"hc": 11, "lc": 23, "wo": 37, "hc_type": 53, "lc_type": 53}
 #: Fault injection for the resume tests: ``CJ_FAULT_KILL_AFTER_SHARDS=<k>`` makes the process SIGKILL itself right
 #: after it has written its k-th shard (a crash at the worst moment that a test can reproduce).
 FAULT_ENV = "CJ_FAULT_KILL_AFTER_SHARDS"
@@ -88,6 +91,7 @@ def shard_plan(n_records: int, shard_size: int, shard_index: int = 0, shard_coun
 _CODE = tuple(sorted(f for f in Path(__file__).parent.rglob("*")  # this package's modules and lexicon data
                      if f.is_file() and f.suffix in (".py", ".yaml") and "__pycache__" not in f.parts)) + (
     Path(__file__).parents[1] / "concreteness.py",
+    Path(__file__).parents[1] / "params.py",  # DATASET_SAMPLING: how each dataset samples
     # every module of the scene world package (world vocabulary, scene edits, rendering, as scene_world.py was)
     *sorted((Path(__file__).parents[1] / "corpus" / "scene_world").glob("*.py")),
 )
@@ -139,6 +143,9 @@ class _Generator:
     def __init__(self, records: list[dict], dataset: str, cp: Any, world_cfg: Any, work: Path, ds_seed: int,
                  candidates: Sequence[list] | None = None):
         self.dataset, self.cp, self.world_cfg, self.work, self.ds_seed = dataset, cp, world_cfg, work, ds_seed
+        # D_hc^type / D_lc^type sample as hc / lc with the type chosen first (params.DATASET_SAMPLING)
+        self.sampling_mode, cut = DATASET_SAMPLING[dataset]
+        self.cut = cut or cp.cut
         self.mode = _image_mode(cp, records)
         self.candidates = candidates  # mined once by the keywords stage (without the context rule), or None
         self.nlp = load_spacy(cp.spacy_model) if candidates is None else None
@@ -156,7 +163,12 @@ class _Generator:
             from concrete_jungle.concreteplant.image_negatives import SdxlTurboNegatives
 
             self.image_edit = SdxlTurboNegatives(cp.image_edit, work / "images")
-        self.rewriter = build_rewriter(cp.rewriter, seed=ds_seed, dataset=dataset, vocabulary=vocabulary)
+        self.rewriter = build_rewriter(cp.rewriter, seed=ds_seed, dataset=self.sampling_mode, vocabulary=vocabulary)
+        self.grammar = None
+        if getattr(cp, "grammar_check", False):
+            from concrete_jungle.concreteplant.grammar import GrammarCheck
+
+            self.grammar = GrammarCheck(lambda: self.nlp or load_spacy(cp.spacy_model), batch_size=cp.batch_size)
         import open_clip
 
         # the tokenize-equal check (tokenize_equal) at the text encoder's context
@@ -180,8 +192,8 @@ class _Generator:
         else:
             candidates = apply_context_rule(texts, self.candidates[start:start + len(records)], cp.context_length,
                                             self.mining)
-        sampler = KeywordSampler(self.dataset, top_k=cp.top_k, temperature=cp.temperature,
-                                 seed=self.ds_seed * 100_003 + k, cut=cp.cut)
+        sampler = KeywordSampler(self.sampling_mode, top_k=cp.top_k, temperature=cp.temperature,
+                                 seed=self.ds_seed * 100_003 + k, cut=self.cut)
         chosen = []
         for rec, cands in zip(records, candidates):
             kw, reason = sampler.sample(cands)
@@ -190,7 +202,7 @@ class _Generator:
             else:
                 chosen.append((rec, kw))
         requests = [RewriteRequest.for_keyword(r["anchor"], k_) for r, k_ in chosen]
-        results, _ = rewrite_with_retries(self.rewriter, requests, cp.rewriter.max_attempts)
+        results, _ = rewrite_with_retries(self.rewriter, requests, cp.rewriter.max_attempts, grammar=self.grammar)
         rewritten = []
         for (rec, kw), res in zip(chosen, results):
             if res.negative_caption is None:

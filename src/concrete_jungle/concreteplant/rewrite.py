@@ -429,7 +429,7 @@ def _judge(request: RewriteRequest, result: RewriteResult) -> tuple[str | None, 
 
 
 def rewrite_with_retries(
-    rewriter: Rewriter, requests: Sequence[RewriteRequest], max_attempts: int = 3
+    rewriter: Rewriter, requests: Sequence[RewriteRequest], max_attempts: int = 3, grammar=None
 ) -> tuple[list[RewriteResult], Counter]:
     """Rewrite every request with ``rewriter``, re-asking those whose answer is rejected (Sec. 2.2 f_cap).
 
@@ -439,12 +439,16 @@ def rewrite_with_retries(
     :func:`clean_generation` and :func:`validate_rewrite` against the request's caption and keyword span.
     Attempt k = 1, 2, ... sends only the requests rejected at attempt k-1 (``attempt=k``: the LLM backends
     sample with the retry temperature and a seed derived from (seed, k)), up to ``max_attempts`` attempts in
-    all. ``max_attempts=1`` means no retry.
+    all. ``max_attempts=1`` means no retry. With ``grammar``, the answers that pass the validator are then
+    checked together (``grammar(requests, negatives) -> [reason or None]``, e.g.
+    :class:`~concrete_jungle.concreteplant.grammar.GrammarCheck`: the new span must keep the keyword's role, A.1);
+    one it rejects is ``"grammar"`` and retried like any rejection.
 
     Args:
         rewriter: any :class:`Rewriter`.
         requests: the requests, in order.
         max_attempts: attempts per request, >= 1.
+        grammar: optional batch grammar check (see above); ``None`` skips it.
 
     Returns:
         ``(results, rejected)``: one :class:`RewriteResult` per request, in order — the accepted, cleaned
@@ -470,9 +474,15 @@ def rewrite_with_retries(
                 f"{type(rewriter).__name__}.rewrite returned {len(answers)} results for {len(pending)} requests "
                 f"(attempt {attempt})"
             )
+        judged = [(i, answer, *_judge(requests[i], answer)) for i, answer in zip(pending, answers)]
+        if grammar is not None:
+            passed = [(k, i, cleaned) for k, (i, _, cleaned, reason) in enumerate(judged) if reason is None]
+            verdicts = grammar([requests[i] for _, i, _ in passed], [cleaned for _, _, cleaned in passed])
+            for (k, i, _), verdict in zip(passed, verdicts):
+                if verdict is not None:
+                    judged[k] = (i, judged[k][1], None, verdict)
         rejected = []
-        for i, answer in zip(pending, answers):
-            cleaned, reason = _judge(requests[i], answer)
+        for i, answer, cleaned, reason in judged:
             final[i] = replace(answer, negative_caption=cleaned, reason=reason, attempt=attempt)
             if reason is not None:
                 rejected.append(i)

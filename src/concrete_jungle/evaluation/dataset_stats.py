@@ -83,6 +83,9 @@ from concrete_jungle.params import (  # noqa: F401 (config lives in params)
 
 __all__ = [
     "C_BIN_EDGES",
+    "word_edit_distance",
+    "by_concreteness_bin",
+    "correlation",
     "KEYWORD_TYPES",
     "MINILM_MODEL_TYPE",
     "BertScoreParams",
@@ -319,6 +322,72 @@ def gap_vs_concreteness(c_values: Sequence[float], gaps: Sequence[float]) -> dic
             "spearman_rho": finite(rho) if np.ptp(g) > 0 else 0.0, "spearman_p": finite(rho_p) if np.ptp(g) > 0 else 1.0}
 
 
+def word_edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance between the lower-cased whitespace words of ``a`` and ``b`` (insertions, deletions and
+    substitutions of whole words; paper Fig. 5(d)): "a red helmet" -> "a blue helmet" is 1, "a woman holding a
+    coffee cup" -> "a woman holding a laptop" is 2."""
+    x, y = a.lower().split(), b.lower().split()
+    row = list(range(len(y) + 1))
+    for i, wx in enumerate(x, 1):
+        prev, row[0] = row[0], i
+        for j, wy in enumerate(y, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (wx != wy))
+    return row[-1]
+
+
+def by_concreteness_bin(c_values: Sequence[float], columns: dict[str, Sequence[float | None]],
+                        edges: Sequence[float]) -> list[dict]:
+    """Per-bin means of ``columns`` over the pairs whose c_i falls in each bin (paper Fig. 5(d): BERTScore and word
+    edit distance by concreteness). Bins are ``[edges[k], edges[k+1])``, the last one closed; ``None`` values of a
+    column are left out of its mean (a bin without values has ``None``).
+
+    Returns:
+        ``[{"lo", "hi", "n", <column>: mean or None, ...}, ...]``, one entry per bin.
+
+    Raises:
+        ValueError: ``edges`` not increasing, or a column of another length than ``c_values``.
+    """
+    if any(b <= a for a, b in zip(edges, edges[1:])) or len(edges) < 2:
+        raise ValueError(f"by_concreteness_bin: edges must increase, got {list(edges)}")
+    for name, col in columns.items():
+        if len(col) != len(c_values):
+            raise ValueError(f"by_concreteness_bin: column {name!r} has {len(col)} values for {len(c_values)} c_i")
+    out = []
+    for k, (lo, hi) in enumerate(zip(edges, edges[1:])):
+        last = k == len(edges) - 2
+        rows = [i for i, c in enumerate(c_values) if lo <= c < hi or (last and c == hi)]
+        entry: dict[str, Any] = {"lo": float(lo), "hi": float(hi), "n": len(rows)}
+        for name, col in columns.items():
+            vals = [float(col[i]) for i in rows if col[i] is not None]
+            entry[name] = statistics.fmean(vals) if vals else None
+        out.append(entry)
+    return out
+
+
+def correlation(x: Sequence[float | None], y: Sequence[float | None]) -> dict:
+    """Pearson and Spearman correlation of the pairs where both values exist (paper Fig. 5(e)/(f): text-side vs
+    image-side similarity of the hard-negative pairs); scipy.stats.
+
+    Returns:
+        ``{"n", "pearson_r", "pearson_p", "spearman_rho", "spearman_p"}``, or ``{"n", "skipped": reason}`` with
+        fewer than 3 pairs or a constant side.
+    """
+    import numpy as np
+    from scipy.stats import pearsonr, spearmanr
+
+    pairs = [(float(a), float(b)) for a, b in zip(x, y) if a is not None and b is not None]
+    n = len(pairs)
+    if n < 3:
+        return {"n": n, "skipped": f"{n} pair(s) with both values: a correlation needs at least 3"}
+    a, b = np.array(pairs).T
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return {"n": n, "skipped": "one side is constant"}
+    r, rp = pearsonr(a, b)
+    rho, sp = spearmanr(a, b)
+    return {"n": n, "pearson_r": float(r), "pearson_p": float(rp), "spearman_rho": float(rho),
+            "spearman_p": float(sp)}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # BERTScore
 # --------------------------------------------------------------------------------------------------------------
@@ -482,19 +551,25 @@ def dataset_statistics(
         ("i2t_anchor", "i2t_negative", "i2t_group", "t2i_anchor", "t2i_negative", "t2i_group")
     )
     clip_v = dino = None
+    clip_v_pairs: list[float | None] = [None] * n_scored
+    dino_pairs: list[float | None] = [None] * n_scored
     if m:
         vn = torch.stack([clip_img[neg_paths[i]] for i in pair_idx])
         pair_verdicts = quadruple_verdicts(v[pair_idx], t[pair_idx], tn[pair_idx], vn)
         variants = {k: _mean(x) for k, x in pair_verdicts.items()}
-        clip_v = _mean(_cos(v64[pair_idx], _check_emb("neg_img", vn)))
+        cos_v = _cos(v64[pair_idx], _check_emb("neg_img", vn))
+        clip_v = _mean(cos_v)
+        for i, x in zip(pair_idx, cos_v.tolist()):
+            clip_v_pairs[i] = float(x)
     else:
         reason = "no hard-negative image (text-only ConcreteBatch: negative_image is null)"
         for key in ("t2i_acc", "accuracy_variants", "clip_v", "dino_score"):
             skipped[key] = reason
-    clip_l = _mean(_cos(t64, tn64))
+    cos_l = _cos(t64, tn64)
+    clip_l = _mean(cos_l)
 
     # ---- BERTScore(t', t)
-    bert = None
+    bert, bert_pairs = None, [None] * n_scored
     bert_info: dict[str, Any] = {"model_type": cfg.bertscore.model_type, "enabled": cfg.bertscore.enabled}
     if cfg.bertscore.enabled:
         f1, info = bertscore_f1(
@@ -502,6 +577,7 @@ def dataset_statistics(
         )
         bert_info.update(info)
         bert = _mean(f1)
+        bert_pairs = [float(x) for x in f1.tolist()]
         if not math.isfinite(bert):
             raise ValueError(f"BERTScore F1 is not finite ({bert}) for model_type {cfg.bertscore.model_type!r}")
     else:
@@ -522,14 +598,35 @@ def dataset_statistics(
             row = {p: i for i, p in enumerate(used)}
             a = feats[[row[anchor_paths[i]] for i in pair_idx]]
             b = feats[[row[neg_paths[i]] for i in pair_idx]]
-            dino = _mean(_cos(_check_emb("dino(v)", a), _check_emb("dino(v')", b)))
+            cos_d = _cos(_check_emb("dino(v)", a), _check_emb("dino(v')", b))
+            dino = _mean(cos_d)
+            for i, x in zip(pair_idx, cos_d.tolist()):
+                dino_pairs[i] = float(x)
             dino_info["feature_dim"] = int(feats.shape[1])
 
     unit_gap = gap * scale if scale is not None else gap
+    edits = [word_edit_distance(r["caption"], r["negative_caption"]) for r in scored]
     per_record = [{"anchor_id": r["anchor_id"], "type": r["type"], "c_i": float(r["c_i"]), "cos_gap": float(g),
-                   "logit_gap": None if scale is None else float(g) * scale} for r, g in zip(scored, gap.tolist())]
-    trend = gap_vs_concreteness([float(r["c_i"]) for r in scored], unit_gap.tolist())
+                   "logit_gap": None if scale is None else float(g) * scale, "bertscore": bs_,
+                   "word_edit_distance": ed, "clip_l": float(cl), "clip_v": cv, "dino": dn}
+                  for r, g, bs_, ed, cl, cv, dn in zip(scored, gap.tolist(), bert_pairs, edits, cos_l.tolist(),
+                                                       clip_v_pairs, dino_pairs)]
+    c_scored = [float(r["c_i"]) for r in scored]
+    trend = gap_vs_concreteness(c_scored, unit_gap.tolist())
     trend["unit"] = "logit" if scale is not None else "cosine"
+    # Fig. 5(d): text-side change by concreteness bin; 5(e)/(f): text-side vs image-side similarity of the pairs
+    image_side = dino_pairs if dino is not None else clip_v_pairs
+    fig5 = {
+        "by_c_bin": by_concreteness_bin(c_scored, {"bertscore": bert_pairs, "word_edit_distance": edits,
+                                                   "clip_l": cos_l.tolist(), "clip_v": clip_v_pairs}, cfg.c_bins),
+        "c_vs_bertscore": correlation(c_scored, bert_pairs),
+        "c_vs_word_edit_distance": correlation(c_scored, edits),
+        "bertscore_vs_word_edit_distance": correlation(bert_pairs, edits),
+        "clip_l_vs_clip_v": correlation(cos_l.tolist(), clip_v_pairs),
+        "bertscore_vs_image": correlation(bert_pairs, image_side),
+        "image_side": "dino" if dino is not None else "clip_v",
+        "word_edit_distance_mean": statistics.fmean(edits) if edits else None,
+    }
 
     return {
         "dataset": dataset,
@@ -561,6 +658,7 @@ def dataset_statistics(
         "dino_info": dino_info,
         "c_histogram": {"edges": list(C_BIN_EDGES), "counts": concreteness_histogram(cs)},
         "gap_vs_c": trend,
+        "fig5": fig5,
         "excluded_from_image_figures": excluded,
         "skipped": skipped,
         "per_record": per_record,
