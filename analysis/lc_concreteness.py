@@ -11,13 +11,12 @@ relation); ``top_k_1`` / ``top_k_5``; ``temperature_0.5`` / ``temperature_2``; `
 "in", "at" also make relations); and D_hc / D_wo for reference.
 
 Writes ``metrics/real/lc_concreteness.json``: per variant mean / median c_i, type shares and the share of the mean
-gap to the paper it closes. Run by the ``text_side`` stage of the real pipeline; by hand:
-``python analysis/lc_concreteness.py [--captions PATH] [--max-anchors N]``.
+gap to the paper it closes. Run by the ``text_side`` stage of the real pipeline (``python stages/text_side.py
+--params pipelines/real/params.yaml``).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -96,13 +95,3 @@ def run(captions_json: str | Path, params="pipelines/real/params.yaml", max_anch
     write_metrics(out, result)
     return result
 
-
-if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--captions", default="../shared/data/coco/annotations/captions_val2017.json")
-    ap.add_argument("--params", default="pipelines/real/params.yaml")
-    ap.add_argument("--max-anchors", type=int, default=None)
-    args = ap.parse_args()
-    import json
-
-    print(json.dumps(run(args.captions, args.params, args.max_anchors)["variants"], indent=1))

@@ -9,19 +9,16 @@ Scene-world attribute tasks in the world; CIFAR-10 under the VTAB-1k protocol on
 """
 
 from concrete_jungle.cli import run_stage
-from concrete_jungle.evaluation.scoring import prepare_suite, score_suite
-from concrete_jungle.io import read_jsonl
+from concrete_jungle.evaluation.scoring import corpus_exclusions, prepare_suite, score_suite
 from concrete_jungle.params import Params
 
 
 def prepare(params: Params) -> dict:
     """Prepare the training and test images of every task of ``evaluate.probe.tasks``."""
-    from concrete_jungle.corpus.scene_world.graph import corpus_signatures
     from concrete_jungle.evaluation.linear_probe import prepare_probe
 
     cfg = params.evaluate.probe
-    manifest = params.data_dir / "corpus" / "manifest.jsonl"
-    exclude = corpus_signatures(lambda: read_jsonl(manifest), used=any(t.format == "scene_world" for t in cfg.tasks.values()))
+    exclude = corpus_exclusions(params, used=any(t.format == "scene_world" for t in cfg.tasks.values()))
     return prepare_suite(params, "probe", lambda out, seed: prepare_probe(cfg, params.world, out, seed,
                                                                   exclude_signatures=exclude), 4_000_037)
 

@@ -8,19 +8,16 @@ and ``data/<p>/verdicts/retrieval/``.
 """
 
 from concrete_jungle.cli import run_stage
-from concrete_jungle.evaluation.scoring import prepare_suite, score_suite
-from concrete_jungle.io import read_jsonl
+from concrete_jungle.evaluation.scoring import corpus_exclusions, prepare_suite, score_suite
 from concrete_jungle.params import Params
 
 
 def prepare(params: Params) -> dict:
     """Prepare every retrieval set (scene-world sets never repeat a corpus scene)."""
-    from concrete_jungle.corpus.scene_world.graph import corpus_signatures
     from concrete_jungle.evaluation.retrieval import prepare_retrieval
 
     cfg = params.evaluate.retrieval
-    manifest = params.data_dir / "corpus" / "manifest.jsonl"
-    exclude = corpus_signatures(lambda: read_jsonl(manifest), used=any(s.format == "scene_world" for s in cfg.sets.values()))
+    exclude = corpus_exclusions(params, used=any(s.format == "scene_world" for s in cfg.sets.values()))
     return prepare_suite(params, "retrieval", lambda out, seed: prepare_retrieval(cfg, params.world, out, seed,
                                                                   exclude_signatures=exclude), 3_000_017)
 

@@ -8,19 +8,16 @@ and ``data/<p>/verdicts/winoground/``.
 """
 
 from concrete_jungle.cli import run_stage
-from concrete_jungle.evaluation.scoring import prepare_suite, score_suite
-from concrete_jungle.io import read_jsonl
+from concrete_jungle.evaluation.scoring import corpus_exclusions, prepare_suite, score_suite
 from concrete_jungle.params import Params
 
 
 def prepare(params: Params) -> dict:
     """Prepare the Winoground items of ``evaluate.winoground`` (scene-world items never repeat a corpus scene)."""
-    from concrete_jungle.corpus.scene_world.graph import corpus_signatures
     from concrete_jungle.evaluation.winoground import prepare_winoground
 
     cfg = params.evaluate.winoground
-    manifest = params.data_dir / "corpus" / "manifest.jsonl"
-    exclude = corpus_signatures(lambda: read_jsonl(manifest), used=cfg.source == "scene_world")
+    exclude = corpus_exclusions(params, used=cfg.source == "scene_world")
     return prepare_suite(params, "winoground", lambda out, seed: prepare_winoground(cfg, params.world, out, seed,
                                                                   exclude_signatures=exclude), 2_000_003)
 

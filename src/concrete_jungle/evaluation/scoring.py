@@ -9,9 +9,9 @@ from __future__ import annotations
 from concrete_jungle.cli import clear_outputs, fresh_dir
 from concrete_jungle.evaluation.suite import EmbeddingCache, read_suite, suite_result
 from concrete_jungle.grid import member_path, model_dir, model_labels
-from concrete_jungle.io import write_json, write_metrics
+from concrete_jungle.io import read_jsonl, write_json, write_metrics
 
-__all__ = ["prepare_suite", "score_suite"]
+__all__ = ["prepare_suite", "score_suite", "corpus_exclusions"]
 
 
 def prepare_suite(params, suite: str, prepare_fn, seed_offset: int) -> dict:
@@ -22,6 +22,16 @@ def prepare_suite(params, suite: str, prepare_fn, seed_offset: int) -> dict:
     meta = prepare_fn(fresh_dir(params.suite_dir(suite)), params.seed + seed_offset)
     return {k: len(v) if isinstance(v, list) or (isinstance(v, dict) and len(v) > 20) else v
             for k, v in meta.items()}
+
+
+def corpus_exclusions(params, used: bool):
+    """The scene signatures of the corpus manifest (``data/<p>/corpus/manifest.jsonl``), which a scene-world suite
+    never repeats (:func:`~concrete_jungle.corpus.scene_world.graph.corpus_signatures`); not read unless ``used``
+    (a suite with a scene-world part)."""
+    from concrete_jungle.corpus.scene_world.graph import corpus_signatures
+
+    manifest = params.data_dir / "corpus" / "manifest.jsonl"
+    return corpus_signatures(lambda: read_jsonl(manifest), used=used)
 
 
 def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = None) -> dict:
