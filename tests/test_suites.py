@@ -209,57 +209,6 @@ def test_embed_suites_encodes_each_input_once_in_suite_order(tmp_path):
             assert (outs[s]["m1"] / name).read_bytes() == (again[s]["m1"] / name).read_bytes()
 
 
-def test_identical_towers_are_encoded_once(tmp_path):
-    """Members whose image tower is bit-identical (a family fine-tuned with the image tower locked, LiT) share one
-    image encoding; their text towers differ, so texts are encoded per model; rows equal a separate encoding."""
-    import torch
-    from PIL import Image
-
-    from concrete_jungle.evaluation.embed import embed_suites, tower_fingerprint
-
-    class Tiny(torch.nn.Module):
-        def __init__(self, text_bias):
-            super().__init__()
-            self.visual = torch.nn.Linear(3, 3, bias=False)
-            torch.nn.init.eye_(self.visual.weight)
-            self.text_bias = torch.nn.Parameter(torch.tensor([text_bias, 0.0, 1.0]))
-            self.calls = {"image": 0, "text": 0}
-
-        def encode_image(self, x):
-            self.calls["image"] += len(x)
-            return self.visual(x.mean(dim=(2, 3)) + 0.01)
-
-        def encode_text(self, tokens):
-            self.calls["text"] += len(tokens)
-            return tokens.float() + self.text_bias
-
-    shared = _FakeBundle()  # one preprocessing function and tokenizer, as a family's members have
-
-    def bundle(text_bias):
-        b = _FakeBundle()
-        b.model, b.preprocess_val, b.tokenizer = Tiny(text_bias), shared.preprocess_val, shared.tokenizer
-        return b
-
-    path = str(tmp_path / "red.png")
-    Image.new("RGB", (4, 4), (255, 0, 0)).save(path)
-    write_suite(tmp_path / "bench", {"suite": "benchmark", "available": True, "images": [path], "texts": ["a box"]})
-    bundles = {"a": bundle(0.0), "b": bundle(5.0), "c": bundle(0.0)}
-    bundles["c"].model.visual.weight.data *= 2.0  # another image tower
-    assert tower_fingerprint(bundles["a"], "image") == tower_fingerprint(bundles["b"], "image")
-    assert tower_fingerprint(bundles["a"], "text") != tower_fingerprint(bundles["b"], "text")
-    outs = {"benchmark": {m: tmp_path / "emb" / m for m in bundles}}
-    embed_suites(bundles, {"benchmark": tmp_path / "bench"}, outs)
-    # b shares a's image tower, c shares a's text tower: each distinct tower encodes once
-    assert [bundles[m].model.calls for m in "abc"] == [{"image": 1, "text": 1}, {"image": 0, "text": 1},
-                                                        {"image": 1, "text": 0}]
-    a, b = (EmbeddingCache.load(outs["benchmark"][m]) for m in "ab")
-    np.testing.assert_array_equal(a.images, b.images)
-    assert not np.array_equal(a.texts, b.texts)
-    alone = {"benchmark": {"b": tmp_path / "alone"}}
-    embed_suites({"b": bundle(5.0)}, {"benchmark": tmp_path / "bench"}, alone)
-    assert (tmp_path / "alone" / "images.npy").read_bytes() == (outs["benchmark"]["b"] / "images.npy").read_bytes()
-
-
 def test_set_precision_overrides_the_training_precision():
     from concrete_jungle.evaluation.embed import set_precision
     from concrete_jungle.params import ModelSpec

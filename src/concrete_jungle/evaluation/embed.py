@@ -5,9 +5,7 @@ One process encodes the members of a model family (:mod:`concrete_jungle.grid`; 
 that no earlier suite listed are encoded in batches of that suite's own inputs, the rest are reused from the earlier
 suite. So a suite's embeddings never depend on a later suite's contents (changing a later suite leaves the earlier
 caches byte-identical), and every unique input is encoded once per model. An image batch is decoded and
-preprocessed once and fed to every member model (they share the architecture and its transform); members whose
-image (or text) tower is bit-identical — a family fine-tuned with the image tower locked, as the LiT base of the
-real profile — are encoded once and share the rows (:func:`tower_fingerprint`).
+preprocessed once and fed to every member model (they share the architecture and its transform).
 
 Embeddings are float32 ``[M, D]`` with L2-normalised rows (cosine space), computed in ``precision`` (fp32 by
 default, ``evaluate.precision``), never the training precision.
@@ -15,7 +13,6 @@ default, ``evaluate.precision``), never the training precision.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from tqdm.auto import tqdm
 from concrete_jungle.evaluation.suite import EmbeddingCache, read_suite
 from concrete_jungle.io import load_rgb
 
-__all__ = ["SUITE_ORDER", "embed_suites", "set_precision", "tower_fingerprint"]
+__all__ = ["SUITE_ORDER", "embed_suites", "set_precision"]
 
 #: Prepared suites in encoding order (``benchmark`` = SugarCrepe and SugarCrepe++ from the benchmark stage).
 SUITE_ORDER = ("benchmark", "winoground", "retrieval", "probe", "heldout")
@@ -43,44 +40,19 @@ def set_precision(bundle, precision: str) -> None:
     bundle.spec = bundle.spec.model_copy(update={"precision": precision})
 
 
-def tower_fingerprint(bundle, kind: str) -> str:
-    """BLAKE2b digest of a model's image tower (``kind="image"``: ``model.visual``) or text tower (every other
-    parameter and buffer) with its preprocessing / tokenizer description: equal digests encode every input to the
-    same embedding, so :func:`embed_suites` encodes once for such models (e.g. the members of a family whose image
-    tower stayed locked, LiT)."""
-    if not hasattr(bundle.model, "state_dict"):  # not a torch module: never shared
-        return f"unshared-{id(bundle)}"
-    h = hashlib.blake2b(digest_size=16)
-    h.update(repr(bundle.preprocess_val if kind == "image" else bundle.tokenizer).encode())
-    h.update(str(getattr(getattr(bundle, "spec", None), "precision", None)).encode())
-    for name, tensor in sorted(bundle.model.state_dict().items()):
-        if name.startswith("visual.") == (kind == "image"):
-            h.update(name.encode())
-            h.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-
 def _encode(bundles: Mapping[str, object], inputs: Sequence[str], kind: str, batch_size: int,
             desc: str) -> dict[str, np.ndarray]:
     """``{label: float32 [len(inputs), D]}``: each batch prepared once (decoded + preprocessed images, or tokens
-    per tokenizer) and encoded once per distinct tower (:func:`tower_fingerprint`), the rows shared by models whose
-    towers are identical."""
-    if not inputs:
-        return {label: np.zeros((0, int(b.embed_dim)), np.float32) for label, b in bundles.items()}
-    owner: dict[str, str] = {}  # fingerprint -> the label that encodes it
-    alias = {}
-    for label, bundle in bundles.items():
-        alias[label] = owner.setdefault(tower_fingerprint(bundle, kind), label)
-    encoders = {label: bundles[label] for label in dict.fromkeys(alias.values())}
-    out: dict[str, list[np.ndarray]] = {label: [] for label in encoders}
-    first = next(iter(encoders.values()))
-    shared = all(repr(b.preprocess_val) == repr(first.preprocess_val) for b in encoders.values())
+    per tokenizer) and encoded by every model."""
+    out: dict[str, list[np.ndarray]] = {label: [] for label in bundles}
+    first = next(iter(bundles.values()))
+    shared = all(repr(b.preprocess_val) == repr(first.preprocess_val) for b in bundles.values())
     for start in tqdm(range(0, len(inputs), batch_size), desc=desc, unit="batch", disable=not inputs):
         chunk = list(inputs[start:start + batch_size])
         if kind == "image":
             pil = [load_rgb(p) for p in chunk]
             pixels = torch.stack([first.preprocess_val(im) for im in pil]) if shared else None
-        for label, bundle in encoders.items():
+        for label, bundle in bundles.items():
             with torch.no_grad(), bundle.autocast():
                 if kind == "image":
                     x = pixels if pixels is not None else torch.stack([bundle.preprocess_val(im) for im in pil])
@@ -88,8 +60,9 @@ def _encode(bundles: Mapping[str, object], inputs: Sequence[str], kind: str, bat
                 else:
                     feats = bundle.model.encode_text(bundle.tokenizer(chunk).to(bundle.device))
             out[label].append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy())
-    encoded = {label: np.concatenate(rows) for label, rows in out.items()}
-    return {label: encoded[alias[label]] for label in bundles}
+    dim = {label: int(b.embed_dim) for label, b in bundles.items()}
+    return {label: (np.concatenate(rows) if rows else np.zeros((0, dim[label]), np.float32))
+            for label, rows in out.items()}
 
 
 def embed_suites(bundles: Mapping[str, object], suite_dirs: Mapping[str, str | Path],
