@@ -35,7 +35,7 @@ from concrete_jungle.evaluation.sugarcrepe import SUGARCREPE_SUBSETS  # noqa: E4
 from concrete_jungle.io import read_json  # noqa: E402
 
 __all__ = ["DASH", "TABLE2_SUITES", "TABLE3_SUITES", "VTAB_GROUPS", "COMPARISON_SUITES", "latex_escape",
-           "read_results", "read_verdicts", "table2", "table3", "comparisons_markdown", "plot_heldout"]
+           "read_results", "read_verdicts", "table2", "table3", "table_mavg", "comparisons_markdown", "plot_heldout"]
 
 #: What a cell without a recorded number shows (its footnote gives the reason).
 DASH = "—"
@@ -435,6 +435,46 @@ def _relative_here(r: _Rendered, model: str, ref: str) -> str | None:
     return None
 
 
+def _columns(results: Mapping[str, Mapping], models: Sequence[str], table: str) -> tuple[dict, list[_Col]]:
+    """The suites present and the columns of ``table`` (``"table2"`` or ``"table3"``) over ``results``."""
+    if table == "table2":
+        present = {s: results[s] for s in TABLE2_SUITES if s in results}
+        cols = [c for c in _table2_columns(present, models) if c.suite in present]
+        if not cols:
+            raise ValueError(f"table2: results hold none of the suites {list(TABLE2_SUITES)}")
+        return present, cols
+    if table != "table3":
+        raise ValueError(f"unknown table {table!r}: choose table2 or table3")
+    present = {s: results[s] for s in TABLE3_SUITES if s in results}
+    if not present:
+        raise ValueError(f"table3: results hold none of the suites {list(TABLE3_SUITES)}")
+    cols = _table3_columns(present, models)
+    if not cols:
+        raise ValueError("table3: no probe task and no retrieval set is listed in the results")
+    return present, cols
+
+
+def table_mavg(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], table: str = "table2",
+               base: str = "base") -> dict[str, float]:
+    """Each model's **M.Avg** exactly as :func:`table2` / :func:`table3` compute it: the mean of the columns that
+    have a number for every model of ``models`` (fractions in [0, 1], not percent).
+
+    Args:
+        results: ``{suite: {model: result JSON}}`` (:func:`read_results`).
+        models: the rows; the columns averaged are those every one of them has.
+        table: ``"table2"`` (compositional) or ``"table3"`` (general representation).
+        base: as in :func:`table2` (only names the reference; the values do not depend on it).
+
+    Returns:
+        ``{model: M.Avg}``; empty when no column has a number for every model.
+
+    Raises:
+        ValueError: an unknown ``table``, results without its suites, or the errors of :func:`table2`.
+    """
+    present, cols = _columns(results, models, table)
+    return dict(_render(present, models, cols, base).mavg)
+
+
 def table2(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], base: str = "base") -> tuple[str, str]:
     """The compositional-understanding table (paper Sec. 3.3, Tab. 2) in Markdown and LaTeX.
 
@@ -460,11 +500,8 @@ def table2(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
         ValueError: ``models`` is empty or repeats a label, or a recorded value is not a fraction in [0, 1]
             (naming suite, model and column).
     """
-    present = {s: results[s] for s in TABLE2_SUITES if s in results}
-    cols = [c for c in _table2_columns(present, models) if c.suite in present]
+    present, cols = _columns(results, models, "table2")
     absent = [s for s in TABLE2_SUITES if s not in results]
-    if not cols:
-        raise ValueError(f"table2: results hold none of the suites {list(TABLE2_SUITES)}")
     r = _render(present, models, cols, base)
     here = _relative_here(r, "hc-cement", "clip")
     notes = ["Paper (Sec. 3.3): Slipform (D_hc + Cement loss) gains 13.13 % relative M.Avg over the CLIP baseline"
@@ -509,12 +546,7 @@ def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
         ValueError: ``models`` is empty or repeats a label, results hold neither suite, or a recorded value is not
             a fraction in [0, 1] (naming suite, model and column).
     """
-    present = {s: results[s] for s in TABLE3_SUITES if s in results}
-    if not present:
-        raise ValueError(f"table3: results hold none of the suites {list(TABLE3_SUITES)}")
-    cols = _table3_columns(present, models)
-    if not cols:
-        raise ValueError("table3: no probe task and no retrieval set is listed in the results")
+    present, cols = _columns(results, models, "table3")
     r = _render(present, models, cols, base)
     here = _relative_here(r, "hc-cement", "clip")
     notes = ["Paper (Sec. 3.3): the Cement loss with D_hc trades general visual representation for compositional "

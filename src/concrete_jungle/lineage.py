@@ -14,7 +14,13 @@ root (``wdir``) and depends on exactly
 * the source data it reads (captions JSON, image folders, benchmark JSON named in its params) and the outputs of
   the stages before it.
 
-``python -m concrete_jungle.lineage write`` regenerates every ``dvc.yaml``; ``python -m concrete_jungle.lineage
+The reviewers' controls (issue 12) are more pipelines of the same spec: profiles **derived** from another by a
+few overrides (:data:`DERIVED`: ``world_seed1`` / ``world_seed2``, ``world_type``, ``world_n64`` / ``world_n256`` /
+``world_n1024``, ``paper_n256``), whose ``pipelines/<name>/params.yaml`` is written from the source profile, and
+the **controls** pipeline (``pipelines/controls/``) that gathers the seeds and the batch sizes; ``dvc repro
+pipelines/controls/dvc.yaml`` runs them all (about 50 min on 2 cores).
+
+``python -m concrete_jungle.lineage write`` regenerates every derived ``params.yaml`` and every ``dvc.yaml``; ``python -m concrete_jungle.lineage
 check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
 committed lock has code, data, params or metrics that differ from what the lock records, or a stage's recorded dep
 on an upstream output differs from that output's recorded hash, or the lock records a stage the pipeline no
@@ -37,12 +43,38 @@ from pydantic import BaseModel
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
-__all__ = ["REPO", "PROFILE_FILES", "code_deps", "param_keys", "pipeline", "render", "write", "check", "prune", "main"]
+__all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "BATCH_PROFILES", "code_deps",
+           "param_keys", "pipeline", "controls_pipeline", "derived_params", "render", "write", "check", "prune",
+           "main"]
 
 REPO = Path(__file__).resolve().parents[2]
+#: Profiles derived from another one by a few overrides (the reviewers' controls, issue 12): ``name -> (params
+#: file it is derived from, {dotted key: value})``. ``lineage write`` writes ``pipelines/<name>/params.yaml`` from
+#: them (edit the source profile or this table, never the written file; ``check`` fails when it differs).
+DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
+    # seeds: the whole world study replicated (scenes, benchmark, base model, ConcretePlant sampling, fine-tunes)
+    "world_seed1": ("params.yaml", {"seed": 1}),
+    "world_seed2": ("params.yaml", {"seed": 2}),
+    # type-matched concreteness: D_hc^type / D_lc^type beside D_hc / D_lc (same scenes and base model as world)
+    "world_type": ("params.yaml", {"concreteplant.datasets": ["hc", "lc", "hc_type", "lc_type"],
+                                   "train.datasets": ["hc", "lc", "hc_type", "lc_type"]}),
+    # batch size in training (Fig. 6 during training, the N = 256 vs 1024 ablation): D_hc, InfoNCE and Cement,
+    # 4 epochs at every N (same anchors seen; N = 1024 takes 22 steps), no step cap
+    **{f"world_n{n}": ("params.yaml", {"train.batch_size": n, "train.epochs": 4, "train.max_steps": None,
+                                        "train.log_every": 1, "train.datasets": ["hc"],
+                                        "train.baselines": []})
+       for n in (64, 256, 1024)},
+    # the paper's N = 256 ablation of its N = 1024 setting (GPU)
+    "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
+}
 #: params file -> dvc.yaml of each profile's pipeline (relative to the repository root)
 PROFILE_FILES = {"params.yaml": "dvc.yaml", "pipelines/real/params.yaml": "pipelines/real/dvc.yaml",
-                 "pipelines/paper/params.yaml": "pipelines/paper/dvc.yaml"}
+                 "pipelines/paper/params.yaml": "pipelines/paper/dvc.yaml",
+                 **{f"pipelines/{name}/params.yaml": f"pipelines/{name}/dvc.yaml" for name in DERIVED}}
+#: The controls pipeline: gathers the derived world pipelines (seed spread, batch size); no params file of its own
+CONTROLS = "pipelines/controls/dvc.yaml"
+SEED_PROFILES = ("params.yaml", "pipelines/world_seed1/params.yaml", "pipelines/world_seed2/params.yaml")
+BATCH_PROFILES = tuple(f"pipelines/world_n{n}/params.yaml" for n in (64, 256, 1024))
 _PACKAGES = ("concrete_jungle", "analysis")  # project code: src/concrete_jungle and analysis/ at the root
 #: train keys that shape the grid (which stages exist), read by no training run
 _GRID_KEYS = ("datasets", "losses", "margin_losses", "baselines")
@@ -364,6 +396,53 @@ REPORT_OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "compari
                   "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png")
 
 
+def controls_pipeline(repo: Path = REPO) -> dict:
+    """The ``dvc.yaml`` of the controls pipeline (:data:`CONTROLS`): stage ``seeds`` gathers the world study over
+    :data:`SEED_PROFILES` (mean ± sd per model, paired tests pooled over every seed's items), stage ``batch_size``
+    the D_hc fine-tunes of :data:`BATCH_PROFILES` (Fig. 6 during training, the N ablation). Each depends on its
+    profiles' evaluation metrics and verdicts / training logs and on their grid keys."""
+    def stage(what: str, files: tuple[str, ...], inputs: list[str], outs: list[str]) -> dict:
+        profiles = [load_params(repo / f) for f in files]
+        deps = code_deps("stages/controls.py", repo)
+        for p in profiles:
+            deps += [f"metrics/{p.profile}/evaluate", *(f"{x}/{p.profile}/{y}" for x, y in inputs)]
+        keys = ["profile", "seed", "train.batch_size", *(f"train.{k}" for k in _GRID_KEYS)]
+        return {"cmd": f"python stages/controls.py {what} --params {' '.join(files)}", "wdir": "../..",
+                "deps": deps, "params": [{f: keys} for f in files],
+                "metrics": [{f"metrics/controls/{what}.json": {"cache": False}}],
+                "outs": [{f"reports/controls/{name}": {"cache": False}} for name in outs]}
+    return {"stages": {
+        "seeds": stage("seeds", SEED_PROFILES, [("data", "verdicts")], ["seeds.md"]),
+        "batch_size": stage("batch_size", BATCH_PROFILES, [("metrics", "train"), ("data", "verdicts")],
+                            ["batch_size.md", "fig6_training.png"])}}
+
+
+_DERIVED_HEADER = """# GENERATED by `python -m concrete_jungle.lineage write` from {source} and DERIVED in
+# src/concrete_jungle/lineage.py: do not edit (edit {source} or DERIVED). Overrides: {overrides}
+"""
+
+
+def derived_params(name: str, repo: Path = REPO) -> str:
+    """The text of ``pipelines/<name>/params.yaml``: the source profile's params with ``DERIVED[name]``'s overrides
+    and ``profile: <name>`` (so its data, models, metrics and reports live in their own folders).
+
+    Raises:
+        KeyError: ``name`` is not in :data:`DERIVED`, or an override names a key the source params lack (a typo).
+    """
+    source, overrides = DERIVED[name]
+    data = yaml.safe_load((repo / source).read_text())
+    for dotted, value in {"profile": name, **overrides}.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if leaf not in node:
+            raise KeyError(f"DERIVED[{name!r}]: {source} has no key {dotted!r}")
+        node[leaf] = value
+    head = _DERIVED_HEADER.format(source=source, overrides=json.dumps(overrides))
+    return head + yaml.dump(data, Dumper=_NoAliases, sort_keys=False, width=120)
+
+
 class _NoAliases(yaml.SafeDumper):
     """Writes a shared sub-mapping in full each time (no ``&id001`` anchors in a file people read)."""
 
@@ -378,29 +457,54 @@ _HEADER = """# GENERATED by `python -m concrete_jungle.lineage write` from src/c
 
 
 def render(params_file: str, repo: Path = REPO) -> str:
-    """The text of the profile's ``dvc.yaml`` (header comment + YAML)."""
+    """The text of the profile's ``dvc.yaml`` (header comment + YAML); ``params_file`` :data:`CONTROLS` renders
+    the controls pipeline."""
+    if params_file == CONTROLS:
+        head = _HEADER.format(profile="controls", params="those of the gathered profiles",
+                              lock=str(Path(CONTROLS).with_suffix(".lock")))
+        return head + yaml.dump(controls_pipeline(repo), Dumper=_NoAliases, sort_keys=False, width=120)
     dvc_yaml = PROFILE_FILES[params_file]
     profile = load_params(repo / params_file).profile
     head = _HEADER.format(profile=profile, params=params_file, lock=str(Path(dvc_yaml).with_suffix(".lock")))
     return head + yaml.dump(pipeline(params_file, repo), Dumper=_NoAliases, sort_keys=False, width=120)
 
 
+def _generated(repo: Path) -> dict[str, Any]:
+    """Every generated file of the checkout: ``{path: text function}`` (derived params first: the pipelines read
+    them)."""
+    files: dict[str, Any] = {f"pipelines/{name}/params.yaml": (lambda n=name: derived_params(n, repo)) for name in DERIVED}
+    files.update({dvc_yaml: (lambda f=params_file: render(f, repo)) for params_file, dvc_yaml in PROFILE_FILES.items()})
+    files[CONTROLS] = lambda: render(CONTROLS, repo)
+    return files
+
+
 def write(repo: Path = REPO) -> list[str]:
-    """Write every profile's ``dvc.yaml`` of the checkout ``repo``; returns the paths written."""
-    for params_file, dvc_yaml in PROFILE_FILES.items():
-        (repo / dvc_yaml).write_text(render(params_file, repo))
-    return list(PROFILE_FILES.values())
+    """Write every derived profile's ``params.yaml`` and every pipeline's ``dvc.yaml`` of the checkout ``repo``;
+    returns the paths written."""
+    for path, text in _generated(repo).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text())
+    return list(_generated(repo))
 
 
 # ------------------------------------------------------------------------------------------------ check
-def _lock_coherence(lock_path: Path) -> list[str]:
-    """Problems inside one lock: a stage whose recorded dep on another stage's output has another hash than that
-    output's recorded hash (a downstream result made from an older upstream)."""
-    lock = yaml.safe_load(lock_path.read_text()) or {}
+def _recorded_outs(lock_paths) -> dict[str, tuple[str, str | None]]:
+    """``{output path: (stage, md5)}`` over the locks ``lock_paths`` (absent ones skipped)."""
     outs = {}
-    for name, st in (lock.get("stages") or {}).items():
-        for o in st.get("outs", []):
-            outs[o["path"]] = (name, o.get("md5"))
+    for path in lock_paths:
+        if Path(path).is_file():
+            for name, st in ((yaml.safe_load(Path(path).read_text()) or {}).get("stages") or {}).items():
+                for o in st.get("outs", []):
+                    outs[o["path"]] = (name, o.get("md5"))
+    return outs
+
+
+def _lock_coherence(lock_path: Path, others=()) -> list[str]:
+    """Problems of one lock: a stage whose recorded dep on another stage's output (of this lock or of the locks
+    ``others``: the controls gather other pipelines) has another hash than that output's recorded hash (a
+    downstream result made from an older upstream)."""
+    lock = yaml.safe_load(lock_path.read_text()) or {}
+    outs = _recorded_outs([*others, lock_path])
     problems = []
     for name, st in (lock.get("stages") or {}).items():
         for dep in st.get("deps", []):
@@ -418,15 +522,17 @@ def _made_here(path: str, produced: set[str]) -> bool:
     return path in produced or any(p.startswith(prefix) for p in produced)
 
 
-def _status_problems(dvc_yaml: str, lock: dict, repo: Path) -> list[str]:
+def _status_problems(dvc_yaml: str, lock: dict, repo: Path, everywhere: dict | None = None) -> list[str]:
     """``dvc status`` of one pipeline, keeping what is a real difference: changed code / data / params / command /
-    committed metrics, a stage missing from the lock; not outputs absent from a fresh clone."""
+    committed metrics, a stage missing from the lock; not outputs absent from a fresh clone (outputs of this lock
+    or of the lock-shaped ``everywhere``: every pipeline's)."""
     proc = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", dvc_yaml], cwd=repo,
                           capture_output=True, text=True)
     if proc.returncode != 0:
         return [f"dvc status {dvc_yaml} failed: {proc.stderr.strip()[-2000:]}"]
     status = json.loads(proc.stdout or "{}")
-    produced = {o["path"] for st in (lock.get("stages") or {}).values() for o in st.get("outs", [])}
+    produced = {o["path"] for lk in (lock, everywhere or {}) for st in (lk.get("stages") or {}).values()
+                for o in st.get("outs", [])}
     problems = []
     try:
         names = _stage_names(dvc_yaml, repo)
@@ -456,15 +562,22 @@ def check(repo: Path = REPO) -> list[str]:
     """Every problem with the committed pipelines of the checkout ``repo`` (empty when all hold); see the module
     docstring."""
     problems = []
-    for params_file, dvc_yaml in PROFILE_FILES.items():
-        if (repo / dvc_yaml).read_text() != render(params_file, repo):
-            problems.append(f"{dvc_yaml} differs from the spec: run python -m concrete_jungle.lineage write")
-        lock_path = (repo / dvc_yaml).with_suffix(".lock")
+    for path, text in _generated(repo).items():
+        if not (repo / path).is_file() or (repo / path).read_text() != text():
+            problems.append(f"{path} differs from the spec: run python -m concrete_jungle.lineage write")
+    locks = [(repo / dvc_yaml).with_suffix(".lock") for dvc_yaml in _pipelines()]
+    produced = {"stages": {"all": {"outs": [{"path": p} for p in _recorded_outs(locks)]}}}
+    for dvc_yaml, lock_path in zip(_pipelines(), locks):
         if not lock_path.is_file():
             continue  # a pipeline never run here (paper: GPU) has no lock to check
-        problems += _lock_coherence(lock_path)
-        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo)
+        problems += _lock_coherence(lock_path, [x for x in locks if x != lock_path])
+        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo, produced)
     return problems
+
+
+def _pipelines() -> list[str]:
+    """Every pipeline's ``dvc.yaml``: the profiles', then the controls'."""
+    return [*PROFILE_FILES.values(), CONTROLS]
 
 
 def _stage_names(dvc_yaml: str, repo: Path) -> set[str]:
@@ -506,13 +619,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(write(args.repo.resolve())))
         return 0
     if args.command == "prune":
-        for dvc_yaml in args.pipeline or PROFILE_FILES.values():
+        for dvc_yaml in args.pipeline or _pipelines():
             print(f"{dvc_yaml}: pruned {prune(dvc_yaml, args.repo.resolve()) or 'nothing'}")
         return 0
     problems = check(args.repo.resolve())
     for line in problems:
         print(line, file=sys.stderr)
-    print(f"lineage check: {len(problems)} problem(s) in {len(PROFILE_FILES)} pipelines")
+    print(f"lineage check: {len(problems)} problem(s) in {len(_pipelines())} pipelines")
     return 1 if problems else 0
 
 

@@ -1,0 +1,97 @@
+"""The controls gathered over pipelines (analysis/controls.py) and the derived profiles (lineage.DERIVED): seed
+spread, pooled paired tests and the batch-size ablation, on hand-made results with known answers."""
+
+import json
+
+import pytest
+import yaml
+
+from analysis.controls import batch_size_summary, mean_sd, pool_runs, seeds_summary
+from concrete_jungle import lineage
+from concrete_jungle.params import load_params
+
+
+def _result(suite, model, micro, subsets=None):
+    subsets = subsets or {"replace_att": micro}
+    return {"suite": suite, "model": model, "available": True,
+            "metrics": {"micro_accuracy": micro, "subsets": {k: {"accuracy": v, "n": 10} for k, v in subsets.items()}}}
+
+
+def _verdicts(pattern):
+    return {"replace_att": {f"i{k}": bool(ok) for k, ok in enumerate(pattern)}}
+
+
+def test_mean_sd_of_three_seeds():
+    s = mean_sd([0.6, 0.7, 0.8])
+    assert s["mean"] == pytest.approx(0.7) and s["sd"] == pytest.approx(0.1) and s["n"] == 3
+    assert mean_sd([0.5])["sd"] == 0.0
+    with pytest.raises(ValueError, match="finite"):
+        mean_sd([0.5, float("nan")])
+
+
+def test_pool_runs_keys_items_by_run_and_keeps_models_every_run_has():
+    runs = {"s0": {"sugarcrepe": {"a": _verdicts([1, 0]), "b": _verdicts([0, 0])}},
+            "s1": {"sugarcrepe": {"a": _verdicts([1, 1]), "c": _verdicts([1, 1])}}}
+    pooled = pool_runs(runs)
+    assert set(pooled["sugarcrepe"]) == {"a"}  # b and c are missing in one run each
+    assert pooled["sugarcrepe"]["a"] == {"replace_att": {"s0/i0": True, "s0/i1": False, "s1/i0": True, "s1/i1": True}}
+    # nested shapes (SugarCrepe++ itt/tot, Winoground scores) are re-keyed at their item level
+    pp = pool_runs({"x": {"sugarcrepe_pp": {"a": {"itt": {"swap": {"7": True}}}}},
+                    "y": {"sugarcrepe_pp": {"a": {"itt": {"swap": {"7": False}}}}}})
+    assert pp["sugarcrepe_pp"]["a"]["itt"]["swap"] == {"x/7": True, "y/7": False}
+
+
+def test_seeds_summary_mean_sd_and_pooled_paired_delta():
+    # model m beats base on 2 of 4 items in seed 0 (only-m: 2, only-base: 0), ties in seed 1 (only-m 1, only-base 1)
+    v0 = {"sugarcrepe": {"base": _verdicts([0, 0, 1, 1]), "m": _verdicts([1, 1, 1, 1])}}
+    v1 = {"sugarcrepe": {"base": _verdicts([1, 0, 1, 0]), "m": _verdicts([0, 1, 1, 0])}}
+    r0 = {"sugarcrepe": {"base": _result("sugarcrepe", "base", 0.5), "m": _result("sugarcrepe", "m", 1.0)}}
+    r1 = {"sugarcrepe": {"base": _result("sugarcrepe", "base", 0.5), "m": _result("sugarcrepe", "m", 0.5)}}
+    metrics, md = seeds_summary({"seed 0": (r0, v0), "seed 1": (r1, v1)}, ["base", "m"], [("m", "base")],
+                                n_resamples=200)
+    assert metrics["models"]["m"]["sugarcrepe"]["mean"] == pytest.approx(0.75)
+    assert metrics["models"]["m"]["sugarcrepe"]["sd"] == pytest.approx(0.3535534, abs=1e-6)  # sd of (1.0, 0.5)
+    assert metrics["models"]["m"]["table2_mavg"]["values"] == pytest.approx([1.0, 0.5])
+    (row,) = metrics["sugarcrepe_pairs"]
+    assert row["per_seed"]["seed 0"]["delta"] == pytest.approx(0.5)
+    assert row["per_seed"]["seed 1"]["delta"] == pytest.approx(0.0)
+    assert row["pooled"]["delta"] == pytest.approx(2 / 8) and row["pooled"]["n"] == 8  # (3 - 1) / 8
+    assert row["pooled"]["p"] == pytest.approx(0.625)  # exact McNemar, 3 vs 1 discordant: 2 * P(X <= 1 | 4, .5)
+    assert "75.0 ± 35.4 (100.0 / 50.0)" in md and "| m | base | +50.0 (0.5) | +0.0 (1) | +25.0 (0.62) | yes |" in md
+    with pytest.raises(ValueError, match="two seeds"):
+        seeds_summary({"seed 0": (r0, v0)}, ["base", "m"], [])
+
+
+def test_batch_size_summary_ablation_and_curves(tmp_path):
+    runs = {}
+    for n, acc, ratios in ((256, 0.6, [0.5, 0.4]), (1024, 0.8, [0.3, 0.1, 0.2])):
+        tsv = tmp_path / f"n{n}.tsv"
+        tsv.write_text("timestamp\tstep\tgradient_ratio\n" + "".join(f"0\t{i}\t{r}\n" for i, r in enumerate(ratios)))
+        res = {"sugarcrepe": {"hc-infonce": _result("sugarcrepe", "hc-infonce", acc)}}
+        ver = {"sugarcrepe": {"hc-infonce": _verdicts([1, 1, 0, 0, 1] if n == 256 else [1, 1, 1, 1, 0])}}
+        runs[n] = (res, ver, {"hc-infonce": tsv})
+    metrics, md = batch_size_summary(runs, ["hc-infonce"], tmp_path / "fig6.png", n_resamples=200)
+    rows = {r["N"]: r for r in metrics["rows"]}
+    assert rows[1024]["gradient_ratio_mean"] == pytest.approx(0.2) and rows[1024]["steps"] == 2
+    assert rows[256]["gradient_ratio_first"] == pytest.approx(0.5) and rows[256]["gradient_ratio_last"] == 0.4
+    assert metrics["ablation"]["hc-infonce"]["sugarcrepe"] == pytest.approx(-25.0)  # (0.6 - 0.8) / 0.8
+    assert (tmp_path / "fig6.png").stat().st_size > 1000
+    assert "hc-infonce@N256" in md and "-25.00 %" in md
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_derived_profiles_are_their_source_plus_the_overrides():
+    src = yaml.safe_load(lineage.derived_params("world_seed1"))
+    world = yaml.safe_load((lineage.REPO / "params.yaml").read_text())
+    assert {k for k in world if world[k] != src[k]} == {"profile", "seed"} and src["seed"] == 1
+    n = yaml.safe_load(lineage.derived_params("world_n1024"))
+    assert n["train"]["batch_size"] == 1024 and n["train"]["datasets"] == ["hc"] and n["train"]["baselines"] == []
+    for name in lineage.DERIVED:  # every derived profile validates, with its own folders
+        p = load_params(lineage.REPO / "pipelines" / name / "params.yaml")
+        assert p.profile == name and str(p.metrics_dir) == f"metrics/{name}"
+    lineage.DERIVED["_typo"] = ("params.yaml", {"train.batchsize": 3})
+    try:
+        with pytest.raises(KeyError, match="train.batchsize"):
+            lineage.derived_params("_typo")
+    finally:
+        del lineage.DERIVED["_typo"]
