@@ -27,6 +27,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import scipy.stats  # noqa: E402
 
 from analysis.report import read_gradient_ratio, save_figure  # noqa: E402
 from analysis.tables import comparisons_markdown, table_mavg  # noqa: E402
@@ -42,28 +43,45 @@ COMPARED_SUITES = ("sugarcrepe", "sugarcrepe_pp", "winoground", "heldout")
 _NAMES = {"sugarcrepe": "SugarCrepe micro", "table2_mavg": "Table 2 M.Avg", "table3_mavg": "Table 3 M.Avg"}
 
 
-def headline_values(results: Mapping[str, Mapping], models: Sequence[str]) -> dict[str, dict[str, float]]:
-    """``{model: {headline: value}}`` of one run (:data:`HEADLINES`, fractions) from its ``{suite: {model: result
-    JSON}}`` (:func:`analysis.tables.read_results`); a headline without a number is left out.
+def headline_values(runs: Mapping[str, Mapping[str, Mapping]], models: Sequence[str]) -> dict[str, dict[str, dict]]:
+    """``{run: {model: {headline: value}}}`` (:data:`HEADLINES`, fractions) of several runs, each given as its
+    ``{suite: {model: result JSON}}`` (:func:`analysis.tables.read_results`). The M.Avg of every run averages the
+    **same** columns: those every model has in every run (the runs' results are put side by side, model ``m`` of run
+    ``r`` as ``m@r``, before :func:`analysis.tables.table_mavg`), so a spread or a change over runs never compares
+    averages of different column sets. A headline without a number is left out.
 
     Raises:
-        ValueError: as :func:`analysis.tables.table_mavg` (a recorded value outside [0, 1]).
+        ValueError: a recorded value outside [0, 1] (naming run, model and headline), or as
+            :func:`analysis.tables.table_mavg`.
     """
-    out: dict[str, dict[str, float]] = {m: {} for m in models}
-    for m in models:
-        res = (results.get("sugarcrepe") or {}).get(m) or {}
-        value = (res.get("metrics") or {}).get("micro_accuracy")
-        if res.get("available", True) and isinstance(value, (int, float)) and math.isfinite(value):
-            out[m]["sugarcrepe"] = float(value)
+    out: dict[str, dict[str, dict]] = {r: {m: {} for m in models} for r in runs}
+    for r, results in runs.items():
+        for m in models:
+            res = (results.get("sugarcrepe") or {}).get(m) or {}
+            value = (res.get("metrics") or {}).get("micro_accuracy")
+            if res.get("available", True) and isinstance(value, (int, float)):
+                if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+                    raise ValueError(f"headline_values: SugarCrepe micro accuracy of model {m!r} in run {r!r} is "
+                                     f"{value!r}, not a fraction in [0, 1]")
+                out[r][m]["sugarcrepe"] = float(value)
+    side = {}
+    for r, results in runs.items():
+        for suite, per in results.items():
+            for m in models:
+                if m in (per or {}):
+                    side.setdefault(suite, {})[f"{m}@{r}"] = per[m]
+    labels = [f"{m}@{r}" for r in runs for m in models]
     for key, table in (("table2_mavg", "table2"), ("table3_mavg", "table3")):
         try:
-            mavg = table_mavg(results, models, table)
+            mavg = table_mavg(side, labels, table)
         except ValueError as err:
             if "hold none of the suites" not in str(err) and "no probe task" not in str(err):
                 raise
             continue
-        for m, value in mavg.items():
-            out[m][key] = float(value)
+        for r in runs:
+            for m in models:
+                if f"{m}@{r}" in mavg:
+                    out[r][m][key] = float(mavg[f"{m}@{r}"])
     return out
 
 
@@ -152,15 +170,17 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
 
     Returns:
         ``(metrics, markdown)``: metrics ``{"seeds", "models": {model: {headline: mean_sd}}, "sugarcrepe_pairs":
-        [{"model", "reference", "pooled": {delta, p, n}, "per_seed": {seed: {delta, p, n}}}]}`` (fractions), and
-        the report (mean ± sd table in %, per-seed SugarCrepe Δ, pooled paired comparisons).
+        [{"model", "reference", "pooled": {delta, p, n}, "per_seed": {seed: {delta, p, n}}, "seed_level": {mean,
+        sd, t_p}, "same_sign"}]}`` (Δ as fractions; ``pooled.p`` exact McNemar over every seed's items, conditional
+        on the trained models; ``seed_level.t_p`` the one-sample t-test of the per-seed Δ against 0), and the report
+        (mean ± sd table in %, per-seed SugarCrepe Δ, pooled paired comparisons of every headline).
 
     Raises:
         ValueError: fewer than two runs, or a model of ``models`` missing a headline in some run.
     """
     if len(runs) < 2:
         raise ValueError(f"seeds_summary: need at least two seeds, got {list(runs)}")
-    per_seed = {label: headline_values(results, models) for label, (results, _) in runs.items()}
+    per_seed = headline_values({label: results for label, (results, _) in runs.items()}, models)
     table: dict[str, dict[str, dict]] = {}
     for m in models:
         table[m] = {}
@@ -177,8 +197,17 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
         whole = _sugarcrepe_delta(pooled, model, ref)
         if whole is None:
             continue
-        sc_pairs.append({"model": model, "reference": ref, "pooled": whole,
-                         "per_seed": {s: _sugarcrepe_delta(v, model, ref) for s, v in verdicts.items()}})
+        each = {s: _sugarcrepe_delta(v, model, ref) for s, v in verdicts.items()}
+        deltas = [r["delta"] for r in each.values()]
+        spread = mean_sd(deltas)
+        if len(set(deltas)) > 1:
+            t_p = float(scipy.stats.ttest_1samp(deltas, 0.0).pvalue)
+        else:
+            t_p = 1.0 if deltas[0] == 0 else 0.0
+        sc_pairs.append({"model": model, "reference": ref, "pooled": whole, "per_seed": each,
+                         "seed_level": {"mean": spread["mean"], "sd": spread["sd"], "t_p": t_p},
+                         "same_sign": all(d > 0 for d in deltas) or all(d < 0 for d in deltas)})
+    dropped = sorted({s for v in verdicts.values() for s in v if s in COMPARED_SUITES} - set(pooled))
     metrics = {"seeds": list(runs), "models": table, "sugarcrepe_pairs": sc_pairs}
     seeds = ", ".join(runs)
     lines = [f"# The world study over {len(runs)} seeds ({seeds})", "",
@@ -195,18 +224,27 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "## SugarCrepe Δ per seed and pooled", "",
               "Δ = accuracy of the model minus the reference's, in points, on the same items; p = exact McNemar. "
-              "Pooled: every seed's items together (the tests below use them all).", "",
-              "| model | reference | " + " | ".join(f"Δ {s} (p)" for s in runs) + " | pooled Δ (p) | same sign |",
-              "|---|---|" + "---|" * (len(runs) + 2)]
+              "Pooled: every seed's items together (item = seed/item); its p is conditional on the trained models "
+              "(items resampled, training not). Seed level: mean ± sd of the per-seed Δ and the one-sample t-test "
+              f"p over the {len(runs)} seeds (training randomness included, little power). Same sign: every seed's Δ "
+              "is on the same side of 0 (a 0 is not).", "",
+              "| model | reference | " + " | ".join(f"Δ {s} (p)" for s in runs)
+              + " | pooled Δ (p) | seed level Δ (t p) | same sign |", "|---|---|" + "---|" * (len(runs) + 3)]
     for row in sc_pairs:
-        signs = {math.copysign(1, r["delta"]) for r in row["per_seed"].values() if r["delta"] != 0}
         cells = [f"{100 * r['delta']:+.1f} ({r['p']:.2g})" for r in row["per_seed"].values()]
+        sl = row["seed_level"]
         lines.append(f"| {row['model']} | {row['reference']} | " + " | ".join(cells)
                      + f" | {100 * row['pooled']['delta']:+.1f} ({row['pooled']['p']:.2g}) | "
-                     + ("yes" if len(signs) <= 1 else "no") + " |")
-    body = comparisons_markdown(pooled, pairs, include=[s for s in COMPARED_SUITES if pooled.get(s)],
+                     + f"{100 * sl['mean']:+.1f} ± {100 * sl['sd']:.1f} ({sl['t_p']:.2g}) | "
+                     + ("yes" if row["same_sign"] else "no") + " |")
+    known = {m for per in pooled.values() for m in per}
+    body = comparisons_markdown(pooled, [(m, r) for m, r in pairs if m in known and r in known],
+                                include=[s for s in COMPARED_SUITES if pooled.get(s)],
                                 n_resamples=n_resamples, method="percentile", seed=seed)
-    lines += ["", "Pooled over every seed's items (item = seed/item):", "", body.replace("## Paired", "### Paired")]
+    lines += ["", "Pooled over every seed's items (item = seed/item; p conditional on the trained models):", "",
+              body.replace("## Paired", "### Paired")]
+    if dropped:
+        lines += ["", "Not pooled (a model of the grid lacks verdicts in some seed): " + ", ".join(dropped) + "."]
     return metrics, "\n".join(lines).rstrip() + "\n"
 
 
@@ -216,7 +254,7 @@ def plot_fig6_training(curves: Mapping[tuple[int, str], Sequence[tuple[int, floa
     training done (left; colour = N, line style = loss) and its mean over training against N (right, log2 axis).
 
     Args:
-        curves: ``{(N, loss): [(step, gradient ratio), ...]}`` (ratio unitless, in [0, 1]).
+        curves: ``{(N, model or loss): [(step, gradient ratio), ...]}`` (ratio unitless, in [0, 1]).
         out_png: output PNG (written atomically).
 
     Raises:
@@ -283,12 +321,13 @@ def batch_size_summary(runs: Mapping[int, tuple[Mapping, Mapping, Mapping[str, s
         raise ValueError("batch_size_summary: no runs")
     ns = sorted(runs)
     curves, rows = {}, []
+    heads_all = headline_values({n: runs[n][0] for n in ns}, models)
     for n in ns:
-        results, _, series = runs[n]
-        heads = headline_values(results, models)
+        _, _, series = runs[n]
+        heads = heads_all[n]
         for m in models:
             df = read_gradient_ratio(series[m])
-            curves[(n, m.split("-", 1)[-1])] = list(zip(df["step"].tolist(), df["gradient_ratio"].tolist()))
+            curves[(n, m)] = list(zip(df["step"].tolist(), df["gradient_ratio"].tolist()))
             rows.append({"N": n, "model": m, "steps": int(df["step"].max()),
                          "gradient_ratio_first": float(df["gradient_ratio"].iloc[0]),
                          "gradient_ratio_last": float(df["gradient_ratio"].iloc[-1]),

@@ -38,8 +38,18 @@ def _same_grid(profiles: list[Params]) -> list[str]:
     return labels[0]
 
 
+def _distinct(profiles: list[Params], key: str, values: list) -> None:
+    if len(set(values)) != len(values):
+        raise ValueError(f"controls: two gathered profiles share {key}: "
+                         + ", ".join(f"{p.profile}={v}" for p, v in zip(profiles, values)))
+
+
 def run_seeds(profiles: list[Params]) -> dict:
-    """Seed spread of the world grid (one profile per seed); returns the metrics written."""
+    """Seed spread of the world grid (one profile per seed); returns the metrics written.
+
+    Raises:
+        ValueError: two profiles with the same seed, or different grids."""
+    _distinct(profiles, "seed", [p.seed for p in profiles])
     models = _same_grid(profiles)
     clear_outputs(METRICS / "seeds.json", REPORTS / "seeds.md")
     runs = {f"seed {p.seed}": (read_results(p.metrics_dir / "evaluate", models),
@@ -51,7 +61,11 @@ def run_seeds(profiles: list[Params]) -> dict:
 
 
 def run_batch_size(profiles: list[Params]) -> dict:
-    """Batch size in training over the ``world_n<N>`` profiles; returns the metrics written."""
+    """Batch size in training over the ``world_n<N>`` profiles; returns the metrics written.
+
+    Raises:
+        ValueError: two profiles with the same ``train.batch_size``, or different grids."""
+    _distinct(profiles, "train.batch_size", [p.train.batch_size for p in profiles])
     models = [m for m in _same_grid(profiles) if m != "base"]
     clear_outputs(METRICS / "batch_size.json", REPORTS / "batch_size.md", REPORTS / "fig6_training.png")
     runs = {p.train.batch_size: (read_results(p.metrics_dir / "evaluate", models),

@@ -57,7 +57,17 @@ def test_seeds_summary_mean_sd_and_pooled_paired_delta():
     assert row["per_seed"]["seed 1"]["delta"] == pytest.approx(0.0)
     assert row["pooled"]["delta"] == pytest.approx(2 / 8) and row["pooled"]["n"] == 8  # (3 - 1) / 8
     assert row["pooled"]["p"] == pytest.approx(0.625)  # exact McNemar, 3 vs 1 discordant: 2 * P(X <= 1 | 4, .5)
-    assert "75.0 ± 35.4 (100.0 / 50.0)" in md and "| m | base | +50.0 (0.5) | +0.0 (1) | +25.0 (0.62) | yes |" in md
+    assert row["seed_level"]["mean"] == pytest.approx(0.25)
+    assert row["seed_level"]["t_p"] == pytest.approx(0.5)  # t = 0.25 / (0.3536 / sqrt 2) = 1, df 1: p = 0.5
+    assert row["same_sign"] is False  # a 0 in seed 1 is not a positive difference
+    assert "75.0 ± 35.4 (100.0 / 50.0)" in md
+    assert "| m | base | +50.0 (0.5) | +0.0 (1) | +25.0 (0.62) | +25.0 ± 35.4 (0.5) | no |" in md
+    # M.Avg over the same columns in every seed: m's Winoground is skipped in seed 1, so no seed counts Winoground
+    wg = {"group": 0.1, "text": 0.1, "image": 0.1}
+    r0w = {**r0, "winoground": {k: {"available": True, "metrics": wg} for k in ("base", "m")}}
+    r1w = {**r1, "winoground": {"base": {"available": True, "metrics": wg}, "m": {"available": False, "reason": "x"}}}
+    mw, _ = seeds_summary({"seed 0": (r0w, v0), "seed 1": (r1w, v1)}, ["base", "m"], [("m", "base")], n_resamples=50)
+    assert mw["models"]["m"]["table2_mavg"]["values"] == pytest.approx([1.0, 0.5])
     with pytest.raises(ValueError, match="two seeds"):
         seeds_summary({"seed 0": (r0, v0)}, ["base", "m"], [])
 
@@ -89,9 +99,21 @@ def test_derived_profiles_are_their_source_plus_the_overrides():
     for name in lineage.DERIVED:  # every derived profile validates, with its own folders
         p = load_params(lineage.REPO / "pipelines" / name / "params.yaml")
         assert p.profile == name and str(p.metrics_dir) == f"metrics/{name}"
-    lineage.DERIVED["_typo"] = ("params.yaml", {"train.batchsize": 3})
-    try:
-        with pytest.raises(KeyError, match="train.batchsize"):
-            lineage.derived_params("_typo")
-    finally:
-        del lineage.DERIVED["_typo"]
+    for bad in ({"train.batchsize": 3}, {"train": 5}, {"train.batch_size.x": 1}):
+        lineage.DERIVED["_typo"] = ("params.yaml", bad)
+        try:
+            with pytest.raises(KeyError, match=next(iter(bad))):
+                lineage.derived_params("_typo")
+        finally:
+            del lineage.DERIVED["_typo"]
+
+
+def test_controls_depend_on_the_exact_outputs_of_the_gathered_pipelines():
+    """The lock check compares a controls dep with the upstream output's recorded hash only on an exact path."""
+    seeds = lineage.controls_pipeline()["stages"]["seeds"]
+    world = lineage.pipeline("params.yaml")["stages"]
+    outs = {o if isinstance(o, str) else next(iter(o)) for st in world.values()
+            for key in ("outs", "metrics", "plots") for o in (st.get("do", st).get(key) or [])}
+    gathered = [d for d in seeds["deps"] if d.startswith(("metrics/world/", "data/world/"))]
+    assert "metrics/world/evaluate/sugarcrepe" in gathered and "data/world/verdicts/heldout" in gathered
+    assert set(gathered) <= outs
