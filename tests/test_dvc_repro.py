@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from concrete_jungle import lineage
 from concrete_jungle.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,6 +78,9 @@ def test_dvc_repro_world_end_to_end(tmp_path):
         task["test_size"] = 20
     (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     load_params(work / "params.yaml")  # the shrunken config is still valid
+    for name, (source, _) in lineage.DERIVED.items():  # the control profiles derived from the world follow it
+        if source == "params.yaml":
+            (work / "pipelines" / name / "params.yaml").write_text(lineage.derived_params(name, work))
     _run(["git", "init", "-q"], work)
     _run(["git", "add", "-A"], work)
     _run(["git", "commit", "-q", "-m", "shrunken copy"], work)
