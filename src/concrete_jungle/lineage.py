@@ -18,7 +18,8 @@ The reviewers' controls (issue 12) are more pipelines of the same spec: profiles
 few overrides (:data:`DERIVED`: ``world_seed1`` / ``world_seed2``, ``world_type``, ``world_n64`` / ``world_n256`` /
 ``world_n1024``, ``paper_n256``), whose ``pipelines/<name>/params.yaml`` is written from the source profile, and
 the **controls** pipeline (``pipelines/controls/``) that gathers the seeds and the batch sizes; ``dvc repro
-pipelines/controls/dvc.yaml`` runs them all (about 50 min on 2 cores).
+pipelines/controls/dvc.yaml`` runs them all (2.3 h measured on 2 cores shared with the real profile's run;
+``benchmarks/results/dvc_repro_controls.json``).
 
 ``python -m concrete_jungle.lineage write`` regenerates every derived ``params.yaml`` and every ``dvc.yaml``; ``python -m concrete_jungle.lineage
 check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
