@@ -7,8 +7,9 @@ Both read the files the per-profile pipelines write (``metrics/<p>/evaluate``, `
 * :func:`seeds_summary`: per model, each headline (SugarCrepe micro accuracy, Table 2 M.Avg, Table 3 M.Avg) per seed
   with its mean ± sd (sd with ddof = 1 over seeds); the paired comparisons of the profile's grid **pooled over every
   seed** (:func:`pool_runs`: an item is ``(seed, item)``, so the McNemar test and the bootstrap CI use every seed's
-  items; the seeds draw their own scenes and benchmark, so pooled items are distinct) and the per-seed Δ beside
-  them, to show whether the sign holds in each seed.
+  items; the world's seeds draw their own scenes and benchmark, so pooled items are distinct) and the per-seed Δ
+  beside them, to show whether the sign holds in each seed. Where the seeds score the same items (the real
+  profile's SugarCrepe), the comparisons are item-clustered instead (:func:`item_clustered_delta`).
 * :func:`batch_size_summary`: the gradient ratio logged at every training step of the D_hc fine-tunes at each N
   (InfoNCE, Cement), drawn against the fraction of training done and against N (:func:`plot_fig6_training`), and the
   accuracy ablation (headlines per N, relative change of M.Avg between two N, paired tests of the same model
@@ -24,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -33,7 +35,7 @@ from analysis.report import read_gradient_ratio, save_figure  # noqa: E402
 from analysis.tables import comparisons_markdown, table_mavg  # noqa: E402
 from concrete_jungle.evaluation.paired import paired_comparison  # noqa: E402
 
-__all__ = ["HEADLINES", "COMPARED_SUITES", "headline_values", "pool_runs", "mean_sd", "seeds_summary",
+__all__ = ["HEADLINES", "COMPARED_SUITES", "side_by_side", "headline_values", "pool_runs", "mean_sd", "item_clustered_delta", "seeds_summary",
            "batch_size_summary", "plot_fig6_training"]
 
 #: Headlines summarised per run, all fractions in [0, 1]: SugarCrepe micro accuracy, Table 2 and Table 3 M.Avg.
@@ -41,6 +43,20 @@ HEADLINES = ("sugarcrepe", "table2_mavg", "table3_mavg")
 #: Suites whose per-item verdicts the pooled comparisons use.
 COMPARED_SUITES = ("sugarcrepe", "sugarcrepe_pp", "winoground", "heldout")
 _NAMES = {"sugarcrepe": "SugarCrepe micro", "table2_mavg": "Table 2 M.Avg", "table3_mavg": "Table 3 M.Avg"}
+
+
+def side_by_side(runs: Mapping[str, Mapping[str, Mapping]], models: Sequence[str]) -> dict[str, dict]:
+    """Several runs' per-model trees put side by side in one ``{suite: {label: tree}}``: model ``m`` of run ``r``
+    becomes ``m@r`` (results for :func:`analysis.tables.table_mavg`, verdicts for
+    :func:`analysis.tables.comparisons_markdown`). ``runs``: ``{run label: {suite: {model: tree}}}``; a model a
+    run lacks in a suite is left out there. Raises nothing."""
+    side: dict[str, dict] = {}
+    for r, per_suite in runs.items():
+        for suite, per in per_suite.items():
+            for m in models:
+                if m in (per or {}):
+                    side.setdefault(suite, {})[f"{m}@{r}"] = per[m]
+    return side
 
 
 def headline_values(runs: Mapping[str, Mapping[str, Mapping]], models: Sequence[str]) -> dict[str, dict[str, dict]]:
@@ -64,12 +80,7 @@ def headline_values(runs: Mapping[str, Mapping[str, Mapping]], models: Sequence[
                     raise ValueError(f"headline_values: SugarCrepe micro accuracy of model {m!r} in run {r!r} is "
                                      f"{value!r}, not a fraction in [0, 1]")
                 out[r][m]["sugarcrepe"] = float(value)
-    side = {}
-    for r, results in runs.items():
-        for suite, per in results.items():
-            for m in models:
-                if m in (per or {}):
-                    side.setdefault(suite, {})[f"{m}@{r}"] = per[m]
+    side = side_by_side(runs, models)
     labels = [f"{m}@{r}" for r in runs for m in models]
     for key, table in (("table2_mavg", "table2"), ("table3_mavg", "table3")):
         try:
@@ -157,23 +168,88 @@ def _sugarcrepe_delta(verdicts: Mapping, model: str, ref: str) -> dict | None:
     return {"delta": r["delta"], "p": r["mcnemar_p"], "n": r["n"]}
 
 
+def _leaves(tree, path: tuple = ()) -> dict[tuple, bool]:
+    """``{(key, ..., item): verdict}`` of a verdict tree whose leaves are ``{item: bool}``."""
+    if isinstance(tree, Mapping) and tree and all(isinstance(v, bool) for v in tree.values()):
+        return {(*path, k): v for k, v in tree.items()}
+    if isinstance(tree, Mapping):
+        return {k: v for key, sub in tree.items() for k, v in _leaves(sub, (*path, key)).items()}
+    raise ValueError(f"item_clustered_delta: a verdict tree holds {type(tree).__name__} at {'/'.join(map(str, path))}")
+
+
+def item_clustered_delta(model_trees: Sequence[Mapping], ref_trees: Sequence[Mapping], *, n_resamples: int = 2000,
+                         seed: int = 0) -> dict:
+    """Paired accuracy difference of two models over seeds that score the **same** items, clustered by item.
+
+    Each item's difference d_i = mean over seeds of (model correct − reference correct) lies in [−1, 1]; the
+    items are the units: Δ = mean d_i, its 95 % CI the percentile bootstrap over items
+    (``scipy.stats.bootstrap``) and p the two-sided sign-flip permutation test of the d_i against 0
+    (``scipy.stats.permutation_test``, one sample). Unlike McNemar over the seeds' copies of an item, this does not
+    count an item once per seed; training randomness enters through the averaging only (the seed-level t-test
+    reads it).
+
+    Args:
+        model_trees, ref_trees: per seed (same order), each model's verdict tree ``{subset: {item: bool}}`` (or
+            nested deeper, e.g. SugarCrepe++ ``{"itt": {subset: {item: bool}}}``).
+        n_resamples, seed: of the bootstrap and the permutation test.
+
+    Returns:
+        ``{"delta", "ci": [low, high], "p", "n_items", "n_seeds"}``: Δ and CI as fractions of items.
+
+    Raises:
+        ValueError: no seeds, different numbers of trees, no item common to every tree, or a malformed tree.
+    """
+    if not model_trees or len(model_trees) != len(ref_trees):
+        raise ValueError(f"item_clustered_delta: {len(model_trees)} model and {len(ref_trees)} reference trees")
+    leaves = [(_leaves(m), _leaves(r)) for m, r in zip(model_trees, ref_trees)]
+    items = sorted(set.intersection(*(set(m) & set(r) for m, r in leaves)), key=str)
+    if not items:
+        raise ValueError("item_clustered_delta: no item is scored in every seed for both models")
+    d = np.array([[float(m[i]) - float(r[i]) for i in items] for m, r in leaves]).mean(axis=0)
+    delta = float(d.mean())
+    if np.all(d == d[0]):  # no spread over items: the bootstrap is degenerate and every sign flip ties or beats it
+        ci, p = [delta, delta], (1.0 if delta == 0 else 2.0 ** (1 - len(d)))
+    else:
+        rng = np.random.default_rng(seed)
+        boot = scipy.stats.bootstrap((d,), np.mean, n_resamples=n_resamples, method="percentile", random_state=rng)
+        ci = [float(boot.confidence_interval.low), float(boot.confidence_interval.high)]
+        perm = scipy.stats.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), vectorized=True,
+                                            permutation_type="samples", n_resamples=n_resamples, random_state=rng)
+        p = float(perm.pvalue)
+    return {"delta": delta, "ci": ci, "p": min(1.0, p), "n_items": len(items), "n_seeds": len(leaves)}
+
+
+#: Parts of the suites compared item-clustered when the seeds share items: (suite, key inside its verdict tree).
+SHARED_PARTS = (("sugarcrepe", None), ("sugarcrepe_pp", "itt"), ("sugarcrepe_pp", "tot"))
+
+
 def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[str],
-                  pairs: Sequence[tuple[str, str]], *, n_resamples: int = 2000, seed: int = 0) -> tuple[dict, str]:
-    """The world study over seeds (issue 12, item 2).
+                  pairs: Sequence[tuple[str, str]], *, n_resamples: int = 2000, seed: int = 0,
+                  study: str = "world", shared_items: bool = False) -> tuple[dict, str]:
+    """A study over seeds (issue 12, item 2): the world's, or the real profile's.
 
     Args:
         runs: ``{seed label: (results, verdicts)}``: each run's ``{suite: {model: result JSON}}`` and ``{suite:
-            {model: verdicts}}``; every run has the same grid.
-        models: the grid's model labels (rows).
+            {model: verdicts}}``; every run has the models of ``models``.
+        models: the model labels every run trained (rows).
         pairs: the ``(model, reference)`` pairs to compare (:func:`concrete_jungle.grid.comparison_pairs`).
-        n_resamples, seed: of the pooled bootstrap CIs (percentile method).
+        n_resamples, seed: of the bootstrap CIs (percentile method) and permutation tests.
+        study: the study's name in the report's title.
+        shared_items: ``False`` (the world): every seed draws its own benchmark items, so the seeds' items are
+            pooled (item = seed/item) into one paired comparison per pair and suite (McNemar, bootstrap CI).
+            ``True`` (the real profile: SugarCrepe is fixed, only training is re-drawn): pooling would count each
+            item once per seed, so the pairs are compared item-clustered instead (:func:`item_clustered_delta`,
+            SugarCrepe and SugarCrepe++ ITT / TOT); suites whose items differ per seed (the held-out pairs) are
+            left to each profile's own report.
 
     Returns:
         ``(metrics, markdown)``: metrics ``{"seeds", "models": {model: {headline: mean_sd}}, "sugarcrepe_pairs":
-        [{"model", "reference", "pooled": {delta, p, n}, "per_seed": {seed: {delta, p, n}}, "seed_level": {mean,
-        sd, t_p}, "same_sign"}]}`` (Δ as fractions; ``pooled.p`` exact McNemar over every seed's items, conditional
-        on the trained models; ``seed_level.t_p`` the one-sample t-test of the per-seed Δ against 0), and the report
-        (mean ± sd table in %, per-seed SugarCrepe Δ, pooled paired comparisons of every headline).
+        [{"model", "reference", "per_seed": {seed: {delta, p, n}}, "seed_level": {mean, sd, t_p}, "same_sign",
+        and "pooled": {delta, p, n} (distinct items) or "item_clustered": {delta, ci, p, n_items, n_seeds} (shared
+        items)}]}``, plus ``"item_clustered": [{"model", "reference", "suite", **result}]`` when the items are
+        shared (Δ as fractions; ``pooled.p`` exact McNemar over every seed's items, conditional on the trained
+        models; ``seed_level.t_p`` the one-sample t-test of the per-seed Δ against 0, ``None`` when every seed
+        has the same Δ), and the report (mean ± sd table in %, per-seed SugarCrepe Δ, paired comparisons).
 
     Raises:
         ValueError: fewer than two runs, or a model of ``models`` missing a headline in some run.
@@ -191,10 +267,21 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
             elif have:
                 raise ValueError(f"seeds_summary: {_NAMES[h]} of model {m!r} is missing in some seeds")
     verdicts = {label: v for label, (_, v) in runs.items()}
+
+    def clustered(model: str, ref: str, suite: str, part: str | None) -> dict | None:
+        trees = [((v.get(suite) or {}).get(model), (v.get(suite) or {}).get(ref)) for v in verdicts.values()]
+        if any(m is None or r is None for m, r in trees):
+            return None
+        if part is not None:
+            if any(part not in m or part not in r for m, r in trees):
+                return None
+            trees = [(m[part], r[part]) for m, r in trees]
+        return item_clustered_delta([m for m, _ in trees], [r for _, r in trees], n_resamples=n_resamples, seed=seed)
+
     sc_pairs = []
     pooled = pool_runs(verdicts, models)
     for model, ref in pairs:
-        whole = _sugarcrepe_delta(pooled, model, ref)
+        whole = clustered(model, ref, "sugarcrepe", None) if shared_items else _sugarcrepe_delta(pooled, model, ref)
         if whole is None:
             continue
         each = {s: _sugarcrepe_delta(v, model, ref) for s, v in verdicts.items()}
@@ -202,17 +289,29 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
         spread = mean_sd(deltas)
         if len(set(deltas)) > 1:
             t_p = float(scipy.stats.ttest_1samp(deltas, 0.0).pvalue)
-        else:
-            t_p = 1.0 if deltas[0] == 0 else 0.0
-        sc_pairs.append({"model": model, "reference": ref, "pooled": whole, "per_seed": each,
-                         "seed_level": {"mean": spread["mean"], "sd": spread["sd"], "t_p": t_p},
+        else:  # no spread over seeds: the t statistic is undefined (0 / 0, or Δ / 0)
+            t_p = None
+        sc_pairs.append({"model": model, "reference": ref, ("item_clustered" if shared_items else "pooled"): whole,
+                         "per_seed": each, "seed_level": {"mean": spread["mean"], "sd": spread["sd"], "t_p": t_p},
                          "same_sign": all(d > 0 for d in deltas) or all(d < 0 for d in deltas)})
-    dropped = sorted({s for v in verdicts.values() for s in v if s in COMPARED_SUITES} - set(pooled))
     metrics = {"seeds": list(runs), "models": table, "sugarcrepe_pairs": sc_pairs}
     seeds = ", ".join(runs)
-    lines = [f"# The world study over {len(runs)} seeds ({seeds})", "",
-             "Each seed re-draws the whole study: scenes, benchmark items, base model, ConcretePlant sampling and "
-             "fine-tunes. Values in %: mean ± sd over seeds (sd with ddof = 1), the seeds' values in brackets.", "",
+    if shared_items:
+        drawn = ("Each seed re-draws the base model, the ConcretePlant sampling and the fine-tunes; the benchmark items "
+                 "are the same in every seed.")
+        whole_note = ("Item-clustered: the seeds score the same items, so each item's Δ is averaged over the seeds "
+                      "and the items are the units (percentile bootstrap CI over items, sign-flip permutation p); "
+                      "pooling the seeds' copies of an item as distinct items would overstate the evidence.")
+        whole_head = "item-clustered Δ [95 % CI] (p)"
+    else:
+        drawn = ("Each seed re-draws the whole study: scenes, benchmark items, base model, ConcretePlant sampling and "
+                 "fine-tunes.")
+        whole_note = ("Pooled: every seed's items together (item = seed/item; the seeds draw their own items, so "
+                      "pooled items are distinct); its p is conditional on the trained models (items resampled, "
+                      "training not).")
+        whole_head = "pooled Δ (p)"
+    lines = [f"# The {study} study over {len(runs)} seeds ({seeds})", "",
+             f"{drawn} Values in %: mean ± sd over seeds (sd with ddof = 1), the seeds' values in brackets.", "",
              "| model | " + " | ".join(_NAMES[h] for h in HEADLINES) + " |",
              "|---|" + "---|" * len(HEADLINES)]
     for m in models:
@@ -222,21 +321,42 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
             cells.append("—" if s is None else f"{100 * s['mean']:.1f} ± {100 * s['sd']:.1f} ("
                          + " / ".join(f"{100 * v:.1f}" for v in s["values"]) + ")")
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", "## SugarCrepe Δ per seed and pooled", "",
-              "Δ = accuracy of the model minus the reference's, in points, on the same items; p = exact McNemar. "
-              "Pooled: every seed's items together (item = seed/item); its p is conditional on the trained models "
-              "(items resampled, training not). Seed level: mean ± sd of the per-seed Δ and the one-sample t-test "
-              f"p over the {len(runs)} seeds (training randomness included, little power). Same sign: every seed's Δ "
-              "is on the same side of 0 (a 0 is not).", "",
+    lines += ["", "## SugarCrepe Δ per seed and over the seeds", "",
+              f"Δ = accuracy of the model minus the reference's, in points, on the same items; p = exact McNemar. "
+              f"{whole_note} Seed level: mean ± sd of the per-seed Δ and the one-sample t-test p over the {len(runs)} "
+              "seeds (training randomness included, little power; n/a when every seed has the same Δ). Same sign: "
+              "every seed's Δ is on the same side of 0 (a 0 is not).", "",
               "| model | reference | " + " | ".join(f"Δ {s} (p)" for s in runs)
-              + " | pooled Δ (p) | seed level Δ (t p) | same sign |", "|---|---|" + "---|" * (len(runs) + 3)]
+              + f" | {whole_head} | seed level Δ (t p) | same sign |", "|---|---|" + "---|" * (len(runs) + 3)]
     for row in sc_pairs:
         cells = [f"{100 * r['delta']:+.1f} ({r['p']:.2g})" for r in row["per_seed"].values()]
         sl = row["seed_level"]
+        w = row.get("pooled") or row["item_clustered"]
+        whole_cell = (f"{100 * w['delta']:+.1f} ({w['p']:.2g})" if not shared_items else
+                      f"{100 * w['delta']:+.1f} [{100 * w['ci'][0]:+.1f}, {100 * w['ci'][1]:+.1f}] ({w['p']:.2g})")
+        t_cell = "n/a" if sl["t_p"] is None else f"{sl['t_p']:.2g}"
         lines.append(f"| {row['model']} | {row['reference']} | " + " | ".join(cells)
-                     + f" | {100 * row['pooled']['delta']:+.1f} ({row['pooled']['p']:.2g}) | "
-                     + f"{100 * sl['mean']:+.1f} ± {100 * sl['sd']:.1f} ({sl['t_p']:.2g}) | "
+                     + f" | {whole_cell} | {100 * sl['mean']:+.1f} ± {100 * sl['sd']:.1f} ({t_cell}) | "
                      + ("yes" if row["same_sign"] else "no") + " |")
+    if shared_items:
+        rows = []
+        for suite, part in SHARED_PARTS:
+            for model, ref in pairs:
+                r = clustered(model, ref, suite, part)
+                if r is not None:
+                    rows.append({"model": model, "reference": ref,
+                                 "suite": suite if part is None else f"{suite}/{part}", **r})
+        metrics["item_clustered"] = rows
+        lines += ["", "## Paired comparisons over the seeds, item-clustered", "",
+                  "Per suite: Δ in points with its 95 % CI (percentile bootstrap over items) and the sign-flip "
+                  "permutation p; each item's Δ is the mean over the seeds. The held-out pairs are drawn per seed and "
+                  "dataset: see each profile's `comparisons.md`.", "",
+                  "| suite | model | reference | Δ | 95 % CI | p | items |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['suite']} | {r['model']} | {r['reference']} | {100 * r['delta']:+.1f} | "
+                         f"[{100 * r['ci'][0]:+.1f}, {100 * r['ci'][1]:+.1f}] | {r['p']:.2g} | {r['n_items']} |")
+        return metrics, "\n".join(lines).rstrip() + "\n"
+    dropped = sorted({s for v in verdicts.values() for s in v if s in COMPARED_SUITES} - set(pooled))
     known = {m for per in pooled.values() for m in per}
     body = comparisons_markdown(pooled, [(m, r) for m, r in pairs if m in known and r in known],
                                 include=[s for s in COMPARED_SUITES if pooled.get(s)],
@@ -358,12 +478,7 @@ def batch_size_summary(runs: Mapping[int, tuple[Mapping, Mapping, Mapping[str, s
                   "| model | " + " | ".join(_NAMES[h] for h in HEADLINES) + " |", "|---|" + "---|" * len(HEADLINES)]
         for m, ch in abl.items():
             lines.append(f"| {m} | " + " | ".join(f"{ch[h]:+.2f} %" if h in ch else "—" for h in HEADLINES) + " |")
-        verdicts: dict[str, dict] = {}
-        for n in (small, large):
-            for suite, per in runs[n][1].items():
-                for m in models:
-                    if m in (per or {}):
-                        verdicts.setdefault(suite, {})[f"{m}@N{n}"] = per[m]
+        verdicts = side_by_side({f"N{n}": runs[n][1] for n in (small, large)}, models)
         pairs = [(f"{m}@N{small}", f"{m}@N{large}") for m in models
                  if any(f"{m}@N{small}" in v and f"{m}@N{large}" in v for v in verdicts.values())]
         if pairs:

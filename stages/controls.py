@@ -1,8 +1,10 @@
-"""DVC stages `seeds` and `batch_size` of the controls pipeline (``pipelines/controls/``): gather the derived world
-pipelines into ``metrics/controls/<what>.json`` and ``reports/controls/`` (issue 12: seed spread, batch size in
-training). Run the whole set with ``dvc repro pipelines/controls/dvc.yaml``; see :mod:`analysis.controls`.
+"""DVC stages `seeds`, `real_seeds` and `batch_size` of the controls pipeline (``pipelines/controls/``): gather the
+derived pipelines into ``metrics/controls/<what>.json`` and ``reports/controls/`` (issue 12: seed spread of the world
+and of the real profile, batch size in training). Run the whole set with ``dvc repro pipelines/controls/dvc.yaml``;
+see :mod:`analysis.controls`.
 
     python stages/controls.py seeds --params params.yaml pipelines/world_seed1/params.yaml ...
+    python stages/controls.py real_seeds --params pipelines/real/params.yaml pipelines/real_seed1/params.yaml ...
     python stages/controls.py batch_size --params pipelines/world_n64/params.yaml ...
 """
 
@@ -17,7 +19,7 @@ from analysis.report import GRADIENT_RATIO_TSV
 from analysis.tables import read_results, read_verdicts
 from concrete_jungle.cli import clear_outputs, dump_json
 from concrete_jungle.grid import comparison_pairs, model_labels, train_metrics_dir
-from concrete_jungle.io import atomic_write
+from concrete_jungle.io import atomic_write, write_metrics
 from concrete_jungle.params import Params, load_params
 
 METRICS, REPORTS = Path("metrics/controls"), Path("reports/controls")
@@ -38,26 +40,55 @@ def _same_grid(profiles: list[Params]) -> list[str]:
     return labels[0]
 
 
+def _common_grid(profiles: list[Params]) -> tuple[list[str], list[str]]:
+    """The model labels every profile trains (in the first profile's order) and those only some train.
+
+    Raises:
+        ValueError: no fine-tune is common to every profile."""
+    labels = [model_labels(p) for p in profiles]
+    common = [m for m in labels[0] if all(m in lab for lab in labels[1:])]
+    if not [m for m in common if m != "base"]:
+        raise ValueError("controls: the gathered profiles share no fine-tune: "
+                         + "; ".join(f"{p.profile}: {lab}" for p, lab in zip(profiles, labels)))
+    return common, sorted({m for lab in labels for m in lab} - set(common))
+
+
 def _distinct(profiles: list[Params], key: str, values: list) -> None:
     if len(set(values)) != len(values):
         raise ValueError(f"controls: two gathered profiles share {key}: "
                          + ", ".join(f"{p.profile}={v}" for p, v in zip(profiles, values)))
 
 
-def run_seeds(profiles: list[Params]) -> dict:
-    """Seed spread of the world grid (one profile per seed); returns the metrics written.
+def run_seeds(profiles: list[Params], what: str = "seeds") -> dict:
+    """Seed spread of a grid (one profile per seed), written as ``metrics/controls/<what>.json`` and
+    ``reports/controls/<what>.md``: ``seeds`` the world (every seed trains the same grid), ``real_seeds`` the real
+    profile (the seed-0 run trains more datasets than the other seeds: the models every seed trains are gathered,
+    the others listed). Seeds whose benchmark is a fixed set (``benchmark.source: sugarcrepe``) share their items
+    and are compared item-clustered (:func:`analysis.controls.item_clustered_delta`). Returns the metrics written.
 
     Raises:
-        ValueError: two profiles with the same seed, or different grids."""
+        ValueError: two profiles with the same seed, different grids (``seeds``) or no fine-tune common to every
+            profile (``real_seeds``), or profiles with different benchmark sources."""
     _distinct(profiles, "seed", [p.seed for p in profiles])
-    models = _same_grid(profiles)
-    clear_outputs(METRICS / "seeds.json", REPORTS / "seeds.md")
+    if what == "seeds":
+        models, partial = _same_grid(profiles), []
+    else:
+        models, partial = _common_grid(profiles)
+    sources = {p.benchmark.source for p in profiles}
+    if len(sources) != 1:
+        raise ValueError(f"controls: the gathered profiles score different benchmarks: {sorted(sources)}")
+    clear_outputs(METRICS / f"{what}.json", REPORTS / f"{what}.md")
     runs = {f"seed {p.seed}": (read_results(p.metrics_dir / "evaluate", models),
                                read_verdicts(p.data_dir / "verdicts", models)) for p in profiles}
-    metrics, md = seeds_summary(runs, models, comparison_pairs(profiles[0]), n_resamples=BOOTSTRAP_RESAMPLES)
-    _write(REPORTS / "seeds.md", md)
-    _write(METRICS / "seeds.json", dump_json(metrics) + "\n")
-    return {"seeds": metrics["seeds"], "pairs": len(metrics["sugarcrepe_pairs"])}
+    pairs = [(m, r) for m, r in comparison_pairs(profiles[0]) if m in models and r in models]
+    metrics, md = seeds_summary(runs, models, pairs, n_resamples=BOOTSTRAP_RESAMPLES, study=profiles[0].profile,
+                                shared_items=sources == {"sugarcrepe"})
+    if partial:
+        metrics["not_in_every_seed"] = partial
+        md += "\nTrained in some seeds only, so not gathered: " + ", ".join(partial) + ".\n"
+    _write(REPORTS / f"{what}.md", md)
+    write_metrics(METRICS / f"{what}.json", metrics)
+    return {"seeds": metrics["seeds"], "pairs": len(metrics["sugarcrepe_pairs"]), "not_in_every_seed": partial}
 
 
 def run_batch_size(profiles: list[Params]) -> dict:
@@ -73,17 +104,17 @@ def run_batch_size(profiles: list[Params]) -> dict:
                                  {m: train_metrics_dir(p, m) / GRADIENT_RATIO_TSV for m in models}) for p in profiles}
     metrics, md = batch_size_summary(runs, models, REPORTS / "fig6_training.png", n_resamples=BOOTSTRAP_RESAMPLES)
     _write(REPORTS / "batch_size.md", md)
-    _write(METRICS / "batch_size.json", dump_json(metrics) + "\n")
+    write_metrics(METRICS / "batch_size.json", metrics)
     return {"N": sorted(runs), "ablation": metrics["ablation"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["seeds", "batch_size"])
+    ap.add_argument("what", choices=["seeds", "real_seeds", "batch_size"])
     ap.add_argument("--params", nargs="+", required=True, help="the gathered profiles' params files")
     args = ap.parse_args(argv)
     profiles = [load_params(f) for f in args.params]
-    result = (run_seeds if args.what == "seeds" else run_batch_size)(profiles)
+    result = run_batch_size(profiles) if args.what == "batch_size" else run_seeds(profiles, args.what)
     print(dump_json(result))
     return 0
 

@@ -1,12 +1,14 @@
 """The controls gathered over pipelines (analysis/controls.py) and the derived profiles (lineage.DERIVED): seed
 spread, pooled paired tests and the batch-size ablation, on hand-made results with known answers."""
 
+import importlib.util
 import json
 
 import pytest
 import yaml
 
-from analysis.controls import batch_size_summary, mean_sd, pool_runs, seeds_summary
+from analysis.controls import (batch_size_summary, item_clustered_delta, mean_sd, pool_runs, seeds_summary,
+                               side_by_side)
 from concrete_jungle import lineage
 from concrete_jungle.params import load_params
 
@@ -41,6 +43,14 @@ def test_pool_runs_keys_items_by_run_and_keeps_models_every_run_has():
     assert pp["sugarcrepe_pp"]["a"]["itt"]["swap"] == {"x/7": True, "y/7": False}
 
 
+def test_side_by_side_labels_each_model_by_its_run():
+    runs = {"N64": {"sugarcrepe": {"a": 1, "b": 2}, "winoground": {"a": 3}},
+            "N256": {"sugarcrepe": {"a": 4}, "winoground": None}}
+    assert side_by_side(runs, ["a", "b"]) == {"sugarcrepe": {"a@N64": 1, "b@N64": 2, "a@N256": 4},
+                                              "winoground": {"a@N64": 3}}
+    assert side_by_side(runs, ["b"]) == {"sugarcrepe": {"b@N64": 2}}
+
+
 def test_seeds_summary_mean_sd_and_pooled_paired_delta():
     # model m beats base on 2 of 4 items in seed 0 (only-m: 2, only-base: 0), ties in seed 1 (only-m 1, only-base 1)
     v0 = {"sugarcrepe": {"base": _verdicts([0, 0, 1, 1]), "m": _verdicts([1, 1, 1, 1])}}
@@ -70,6 +80,73 @@ def test_seeds_summary_mean_sd_and_pooled_paired_delta():
     assert mw["models"]["m"]["table2_mavg"]["values"] == pytest.approx([1.0, 0.5])
     with pytest.raises(ValueError, match="two seeds"):
         seeds_summary({"seed 0": (r0, v0)}, ["base", "m"], [])
+
+
+def test_item_clustered_delta_averages_each_item_over_seeds():
+    # d per seed: (1, 0, 1, 0) and (1, 0, 0, 0) -> per item (1, 0, 0.5, 0): delta 0.375. Exact sign flips over the
+    # 2 non-zero items: |mean| >= 0.375 in 2 of 4 sign patterns -> p = 0.5
+    m = [_verdicts([1, 1, 1, 0]), _verdicts([1, 0, 1, 0])]
+    r = [_verdicts([0, 1, 0, 0]), _verdicts([0, 0, 1, 0])]
+    out = item_clustered_delta(m, r, n_resamples=500)
+    assert out["delta"] == pytest.approx(0.375) and out["n_items"] == 4 and out["n_seeds"] == 2
+    assert out["p"] == pytest.approx(0.5)
+    assert 0.0 <= out["ci"][0] <= 0.375 <= out["ci"][1] <= 1.0
+    same = item_clustered_delta([_verdicts([1, 1, 1])] * 2, [_verdicts([0, 0, 0])] * 2)
+    assert same["delta"] == 1.0 and same["ci"] == [1.0, 1.0] and same["p"] == pytest.approx(0.25)  # 2 / 2**3
+    # SugarCrepe++-style nesting; only the items both models have in every seed count
+    nested = item_clustered_delta([{"itt": {"swap": {"a": True, "b": True}}}], [{"itt": {"swap": {"a": False}}}])
+    assert nested["n_items"] == 1 and nested["delta"] == 1.0
+    with pytest.raises(ValueError, match="no item"):
+        item_clustered_delta([_verdicts([1])], [{"replace_att": {"other": True}}])
+
+
+def test_seeds_summary_of_shared_items_is_item_clustered():
+    v0 = {"sugarcrepe": {"base": _verdicts([0, 1, 0, 0]), "m": _verdicts([1, 1, 1, 0])},
+          "heldout": {"base": {"hc": {"x0": True}}, "m": {"hc": {"x0": True}}}}
+    v1 = {"sugarcrepe": {"base": _verdicts([0, 0, 1, 0]), "m": _verdicts([1, 0, 1, 0])},
+          "heldout": {"base": {"hc": {"y0": True}}, "m": {"hc": {"y0": False}}}}
+    r0 = {"sugarcrepe": {"base": _result("sugarcrepe", "base", 0.25), "m": _result("sugarcrepe", "m", 0.75)}}
+    r1 = {"sugarcrepe": {"base": _result("sugarcrepe", "base", 0.25), "m": _result("sugarcrepe", "m", 0.5)}}
+    metrics, md = seeds_summary({"seed 0": (r0, v0), "seed 1": (r1, v1)}, ["base", "m"], [("m", "base")],
+                                n_resamples=500, study="real", shared_items=True)
+    (row,) = metrics["sugarcrepe_pairs"]
+    assert "pooled" not in row and row["item_clustered"]["delta"] == pytest.approx(0.375)
+    assert row["item_clustered"]["n_items"] == 4  # the 4 shared items, not 2 x 4 copies
+    assert row["per_seed"]["seed 0"]["delta"] == pytest.approx(0.5) and row["seed_level"]["mean"] == 0.375
+    (sc,) = metrics["item_clustered"]  # SugarCrepe only: no SugarCrepe++ verdicts; held-out items differ per seed
+    assert sc["suite"] == "sugarcrepe" and sc["p"] == pytest.approx(0.5)
+    assert md.startswith("# The real study over 2 seeds (seed 0, seed 1)")
+    assert "the benchmark items are the same in every seed" in md and "heldout" not in md.split("## Paired")[1]
+    assert "| m | base | +50.0 (0.5) | +25.0 (1) | +37.5 [" in md
+    # every seed with the same delta: the seed-level t-test is undefined, recorded as None and shown as n/a
+    same, md_same = seeds_summary({"seed 0": (r0, v0), "seed 1": (r0, v0)}, ["base", "m"], [("m", "base")],
+                                  n_resamples=50)
+    assert same["sugarcrepe_pairs"][0]["seed_level"]["t_p"] is None and "(n/a)" in md_same
+    assert md_same.startswith("# The world study") and "pooled items are distinct" in md_same
+    assert same["sugarcrepe_pairs"][0]["pooled"]["n"] == 8
+
+
+def _controls_stage():
+    spec = importlib.util.spec_from_file_location("_controls_stage", lineage.REPO / "stages" / "controls.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_real_seeds_gather_the_models_every_seed_trains():
+    stage = _controls_stage()
+    profiles = [load_params(lineage.REPO / f) for f in lineage.REAL_SEED_PROFILES]
+    assert [p.seed for p in profiles] == [0, 1, 2]
+    common, partial = stage._common_grid(profiles)
+    assert common == ["base", "clip", "hc-infonce", "hc-cement", "lc-infonce", "lc-cement"]
+    assert partial == ["hc_type-cement", "hc_type-infonce", "lc_type-cement", "lc_type-infonce", "wo-cement",
+                       "wo-infonce"]
+    world = [load_params(lineage.REPO / f) for f in lineage.SEED_PROFILES]
+    assert stage._common_grid(world)[1] == []  # the world seeds train the same grid
+    no_fine_tune = profiles[1].model_copy(update={"train": profiles[1].train.model_copy(
+        update={"datasets": [], "baselines": []})})
+    with pytest.raises(ValueError, match="share no fine-tune"):
+        stage._common_grid([profiles[0], no_fine_tune])
 
 
 def test_batch_size_summary_ablation_and_curves(tmp_path):

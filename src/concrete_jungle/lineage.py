@@ -16,10 +16,11 @@ root (``wdir``) and depends on exactly
 
 The reviewers' controls (issue 12) are more pipelines of the same spec: profiles **derived** from another by a
 few overrides (:data:`DERIVED`: ``world_seed1`` / ``world_seed2``, ``world_type``, ``world_n64`` / ``world_n256`` /
-``world_n1024``, ``paper_n256``), whose ``pipelines/<name>/params.yaml`` is written from the source profile, and
-the **controls** pipeline (``pipelines/controls/``) that gathers the seeds and the batch sizes; ``dvc repro
-pipelines/controls/dvc.yaml`` runs them all (2.3 h measured on 2 cores shared with the real profile's run;
-``benchmarks/results/dvc_repro_controls.json``).
+``world_n1024``, ``real_seed1`` / ``real_seed2``, ``paper_n256``), whose ``pipelines/<name>/params.yaml`` is written
+from the source profile, and the **controls** pipeline (``pipelines/controls/``) that gathers the seeds (world and
+real) and the batch sizes; ``dvc repro pipelines/controls/dvc.yaml`` runs them all (the world ones: 2.3 h measured on
+2 cores shared with the real profile's run, ``benchmarks/results/dvc_repro_controls.json``; each real seed:
+``benchmarks/results/dvc_repro_real_seed<s>.json``).
 
 ``python -m concrete_jungle.lineage write`` regenerates every derived ``params.yaml`` and every ``dvc.yaml``; ``python -m concrete_jungle.lineage
 check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
@@ -44,7 +45,8 @@ from pydantic import BaseModel
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
-__all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "BATCH_PROFILES", "code_deps",
+__all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "REAL_SEED_PROFILES",
+           "BATCH_PROFILES", "code_deps",
            "param_keys", "pipeline", "controls_pipeline", "derived_params", "render", "write", "check", "prune",
            "main"]
 
@@ -65,6 +67,11 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
                                         "train.log_every": 1, "train.datasets": ["hc"],
                                         "train.baselines": []})
        for n in (64, 256, 1024)},
+    # seeds of the real profile: the whole real study re-drawn (base model, ConcretePlant sampling, fine-tunes) on the
+    # default pair D_hc / D_lc only (about 45 min each on 2 cores; the seed-0 run is pipelines/real with every dataset)
+    **{f"real_seed{s}": ("pipelines/real/params.yaml", {"seed": s, "concreteplant.datasets": ["hc", "lc"],
+                                                         "train.datasets": ["hc", "lc"]})
+       for s in (1, 2)},
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
@@ -75,6 +82,9 @@ PROFILE_FILES = {"params.yaml": "dvc.yaml", "pipelines/real/params.yaml": "pipel
 #: The controls pipeline: gathers the derived world pipelines (seed spread, batch size); no params file of its own
 CONTROLS = "pipelines/controls/dvc.yaml"
 SEED_PROFILES = ("params.yaml", "pipelines/world_seed1/params.yaml", "pipelines/world_seed2/params.yaml")
+#: The real profile over seeds: seed 0 is the real pipeline (every dataset), seeds 1 and 2 train D_hc / D_lc
+REAL_SEED_PROFILES = ("pipelines/real/params.yaml", "pipelines/real_seed1/params.yaml",
+                      "pipelines/real_seed2/params.yaml")
 BATCH_PROFILES = tuple(f"pipelines/world_n{n}/params.yaml" for n in (64, 256, 1024))
 _PACKAGES = ("concrete_jungle", "analysis")  # project code: src/concrete_jungle and analysis/ at the root
 #: train keys that shape the grid (which stages exist), read by no training run
@@ -399,12 +409,13 @@ REPORT_OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "compari
 
 def controls_pipeline(repo: Path = REPO) -> dict:
     """The ``dvc.yaml`` of the controls pipeline (:data:`CONTROLS`): stage ``seeds`` gathers the world study over
-    :data:`SEED_PROFILES` (mean ± sd per model, paired tests pooled over every seed's items), stage ``batch_size``
+    :data:`SEED_PROFILES` (mean ± sd per model, paired tests pooled over every seed's items), stage ``real_seeds``
+    the real profile over :data:`REAL_SEED_PROFILES` (the models every seed trains), stage ``batch_size``
     the D_hc fine-tunes of :data:`BATCH_PROFILES` (Fig. 6 during training, the N ablation). Each depends on its
     profiles' evaluation metrics and verdicts / training logs and on their grid keys."""
     names = [name for results in SUITE_RESULTS.values() for name in results]
 
-    def stage(what: str, files: tuple[str, ...], train_logs: bool, outs: list[str]) -> dict:
+    def stage(what: str, files: tuple[str, ...], train_logs: bool, outs: list[str], source_key: bool) -> dict:
         profiles = [load_params(repo / f) for f in files]
         deps = code_deps("stages/controls.py", repo)
         for p in profiles:  # the exact outputs of the profiles' stages, so the lock check compares their hashes
@@ -412,14 +423,17 @@ def controls_pipeline(repo: Path = REPO) -> dict:
             deps += [f"data/{p.profile}/verdicts/{n}" for n in names]
             if train_logs:
                 deps += [f"metrics/{p.profile}/train/{f}" for f in [*p.train.losses, *p.train.margin_losses]]
-        keys = ["profile", "seed", "train.batch_size", *(f"train.{k}" for k in _GRID_KEYS)]
+        keys = ["profile", "seed", *(["benchmark.source"] if source_key else []), "train.batch_size",
+                *(f"train.{k}" for k in _GRID_KEYS)]
         return {"cmd": f"python stages/controls.py {what} --params {' '.join(files)}", "wdir": "../..",
                 "deps": deps, "params": [{f: keys} for f in files],
                 "metrics": [{f"metrics/controls/{what}.json": {"cache": False}}],
                 "outs": [{f"reports/controls/{name}": {"cache": False}} for name in outs]}
     return {"stages": {
-        "seeds": stage("seeds", SEED_PROFILES, False, ["seeds.md"]),
-        "batch_size": stage("batch_size", BATCH_PROFILES, True, ["batch_size.md", "fig6_training.png"])}}
+        # the seed stages read benchmark.source: a fixed benchmark means the seeds share items (item-clustered tests)
+        "seeds": stage("seeds", SEED_PROFILES, False, ["seeds.md"], True),
+        "real_seeds": stage("real_seeds", REAL_SEED_PROFILES, False, ["real_seeds.md"], True),
+        "batch_size": stage("batch_size", BATCH_PROFILES, True, ["batch_size.md", "fig6_training.png"], False)}}
 
 
 _DERIVED_HEADER = """# GENERATED by `python -m concrete_jungle.lineage write` from {source} and DERIVED in
