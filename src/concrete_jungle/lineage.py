@@ -68,7 +68,7 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
                                         "train.baselines": []})
        for n in (64, 256, 1024)},
     # seeds of the real profile: the whole real study re-drawn (base model, ConcretePlant sampling, fine-tunes) on the
-    # default pair D_hc / D_lc only (about 45 min each on 2 cores; the seed-0 run is pipelines/real with every dataset)
+    # default pair D_hc / D_lc only (35 min each on 2 cores; the seed-0 run is pipelines/real with every dataset)
     **{f"real_seed{s}": ("pipelines/real/params.yaml", {"seed": s, "concreteplant.datasets": ["hc", "lc"],
                                                          "train.datasets": ["hc", "lc"]})
        for s in (1, 2)},
