@@ -279,7 +279,7 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
         return item_clustered_delta([m for m, _ in trees], [r for _, r in trees], n_resamples=n_resamples, seed=seed)
 
     sc_pairs = []
-    pooled = pool_runs(verdicts, models)
+    pooled = {} if shared_items else pool_runs(verdicts, models)  # the seeds' items pooled only when distinct
     for model, ref in pairs:
         whole = clustered(model, ref, "sugarcrepe", None) if shared_items else _sugarcrepe_delta(pooled, model, ref)
         if whole is None:
