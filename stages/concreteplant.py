@@ -40,6 +40,13 @@ def run_concreteplant_stage(params: Params, dataset: str | None = None) -> dict:
         raise ValueError("concreteplant: data/<profile>/keywords/candidates.jsonl does not list the manifest's "
                          "records in order; re-run the keywords stage")
     candidates = [[candidate_from_row(row) for row in m["candidates"]] for m in mined]
+    if params.concreteplant.concreteness == "visual":  # ratings of the visual_concreteness stage replace Brysbaert's
+        import dataclasses
+
+        from concrete_jungle.io import read_json
+
+        visual = read_json(params.data_dir / "visual_concreteness" / "ratings.json")
+        candidates = [[dataclasses.replace(c, concreteness=visual.get(c.lemma)) for c in cands] for cands in candidates]
     heldout = {r["id"] for r in records if r.get("split") == "heldout"}
     outs = {d: params.data_dir / "concreteplant" / d for d in datasets}
     metrics = {d: params.metrics_dir / "concreteplant" / f"{d}.json" for d in datasets}

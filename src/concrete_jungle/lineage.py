@@ -72,6 +72,9 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"real_seed{s}": ("pipelines/real/params.yaml", {"seed": s, "concreteplant.datasets": ["hc", "lc"],
                                                          "train.datasets": ["hc", "lc"]})
        for s in (1, 2)},
+    # visual concreteness (Hessel et al. 2018) instead of Brysbaert: D_hc / D_lc built from it (paper Sec. 5)
+    "world_visual": ("params.yaml", {"concreteplant.concreteness": "visual", "concreteplant.datasets": ["hc", "lc"],
+                                     "train.datasets": ["hc", "lc"]}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
@@ -295,10 +298,19 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         "keywords", "", ["concreteplant.spacy_model", "concreteplant.batch_size"], [manifest],
         outs=[f"{d}/keywords"], metrics=[{f"{r}/keywords.json": nocache}])
     # one process for every dataset (they share the manifest, the candidates, the Brysbaert table and the rewriter)
+    visual = p.concreteplant.concreteness == "visual"
+    if visual:  # the paper's future work: keyword concreteness measured on the corpus images by the base model
+        stages["visual_concreteness"] = stage(
+            "visual_concreteness", "", ["concreteplant.concreteness", *param_keys(p, "concreteplant.visual"),
+                                        "evaluate.batch_size"],
+            [*corpus_in, f"{d}/keywords", f"{m}/base"], outs=[f"{d}/visual_concreteness"],
+            metrics=[{f"{r}/visual_concreteness.json": nocache}])
     stages["concreteplant"] = stage(
         "concreteplant", "", seed_world + param_keys(p, "concreteplant", exclude=("shard_index", "shard_count",
-                                                                                  "spacy_model", "batch_size")),
-        [*corpus_in, f"{d}/keywords"], outs=[f"{d}/concreteplant"], metrics=[{f"{r}/concreteplant": nocache}])
+                                                                                  "spacy_model", "batch_size",
+                                                                                  "visual")),
+        [*corpus_in, f"{d}/keywords", *([f"{d}/visual_concreteness"] if visual else [])],
+        outs=[f"{d}/concreteplant"], metrics=[{f"{r}/concreteplant": nocache}])
 
     # ---- evaluation suites: prepare (no model)
     b = p.benchmark
@@ -386,7 +398,8 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         stages["text_side"] = stage(
             "text_side", "", ["seed", *param_keys(p, "concreteplant", exclude=("datasets", "shard_index",
                                                                              "shard_count", "image_negatives",
-                                                                             "image_edit", "max_anchors")),
+                                                                             "image_edit", "max_anchors",
+                                                                             "concreteness", "visual")),
                               *param_keys(p, "text_side")],
             [p.text_side.captions],
             metrics=[{f"{r}/concreteness_coco_val2017.json": nocache}, {f"{r}/lc_concreteness.json": nocache}],

