@@ -36,6 +36,7 @@ from analysis.tables import comparisons_markdown, table_mavg  # noqa: E402
 from concrete_jungle.evaluation.paired import paired_comparison  # noqa: E402
 
 __all__ = ["HEADLINES", "COMPARED_SUITES", "side_by_side", "headline_values", "pool_runs", "mean_sd", "item_clustered_delta", "seeds_summary",
+           "sources_summary",
            "batch_size_summary", "plot_fig6_training"]
 
 #: Headlines summarised per run, all fractions in [0, 1]: SugarCrepe micro accuracy, Table 2 and Table 3 M.Avg.
@@ -365,6 +366,61 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
               body.replace("## Paired", "### Paired")]
     if dropped:
         lines += ["", "Not pooled (a model of the grid lacks verdicts in some seed): " + ", ".join(dropped) + "."]
+    return metrics, "\n".join(lines).rstrip() + "\n"
+
+
+def sources_summary(runs: Mapping[str, tuple[Mapping, Mapping, Mapping[str, Mapping]]], models: Sequence[str],
+                    pairs: Sequence[tuple[str, str]], *, n_resamples: int = 2000,
+                    seed: int = 0) -> tuple[dict, str]:
+    """D_hc / D_lc built from different concreteness sources on the same world (issue 12, item 9): Brysbaert's
+    ratings against visual concreteness (:mod:`concrete_jungle.visual_concreteness`).
+
+    The runs share the scenes, the benchmark items and the base model (same seed), so model ``m`` of source ``s``
+    (label ``m@s``) is compared paired on the same items with :func:`analysis.tables.comparisons_markdown`.
+
+    Args:
+        runs: ``{source: (results, verdicts, stats)}``: the run's ``{suite: {model: result JSON}}``, ``{suite:
+            {model: verdicts}}`` and ``{dataset: dataset_stats JSON}`` (mean_c on the 1-5 scale the source rates,
+            type_share as fractions).
+        models: the fine-tunes every source trained (``hc-infonce``, ...).
+        pairs: ``(model@source, reference@source)`` labels to compare.
+        n_resamples, seed: of the bootstrap CIs (percentile method).
+
+    Returns:
+        ``(metrics, markdown)``: metrics ``{"sources", "models": {model: {source: {headline: value}}},
+        "datasets": {source: {dataset: {"mean_c", "median_c", "type_share"}}}}`` (fractions, concreteness 1-5).
+
+    Raises:
+        ValueError: fewer than two sources; errors of :func:`headline_values`.
+    """
+    if len(runs) < 2:
+        raise ValueError(f"sources_summary: need two concreteness sources, got {list(runs)}")
+    heads = headline_values({s: r for s, (r, _, _) in runs.items()}, models)
+    datasets = {s: {d: {"mean_c": st["mean_c"], "median_c": st["median_c"], "type_share": st["type_share"]}
+                    for d, st in stats.items()} for s, (_, _, stats) in runs.items()}
+    metrics = {"sources": list(runs), "models": {m: {s: heads[s][m] for s in runs} for m in models},
+               "datasets": datasets}
+    lines = [f"# Concreteness sources: {' vs '.join(runs)}", "",
+             "The same world (scenes, benchmark items, base model), D_hc / D_lc sampled from each source's ratings "
+             "(visual concreteness is quantile-mapped onto the Brysbaert 1-5 scale, so c_i reads the same).", "",
+             "| source | dataset | mean c_i | median c_i | attribute / relation / object |", "|---|---|---|---|---|"]
+    for s, per in datasets.items():
+        for d, st in per.items():
+            ts = st["type_share"]
+            lines.append(f"| {s} | {d} | {st['mean_c']:.2f} | {st['median_c']:.2f} | "
+                         + " / ".join(f"{100 * ts.get(t, 0.0):.0f} %" for t in ("attribute", "relation", "object"))
+                         + " |")
+    lines += ["", "| model | " + " | ".join(f"{_NAMES[h]} ({s})" for h in HEADLINES for s in runs) + " |",
+              "|---|" + "---|" * (len(HEADLINES) * len(runs))]
+    for m in models:
+        lines.append(f"| {m} | " + " | ".join(f"{100 * heads[s][m][h]:.1f}" if h in heads[s][m] else "—"
+                                              for h in HEADLINES for s in runs) + " |")
+    verdicts = side_by_side({s: v for s, (_, v, _) in runs.items()}, models)
+    known = {m for per in verdicts.values() for m in per}
+    body = comparisons_markdown(verdicts, [(m, r) for m, r in pairs if m in known and r in known],
+                                include=[s for s in COMPARED_SUITES if verdicts.get(s)],
+                                n_resamples=n_resamples, method="percentile", seed=seed)
+    lines += ["", body.replace("## Paired", "### Paired")]
     return metrics, "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,11 +1,13 @@
-"""DVC stages `seeds`, `real_seeds` and `batch_size` of the controls pipeline (``pipelines/controls/``): gather the
-derived pipelines into ``metrics/controls/<what>.json`` and ``reports/controls/`` (issue 12: seed spread of the world
-and of the real profile, batch size in training). Run the whole set with ``dvc repro pipelines/controls/dvc.yaml``;
+"""DVC stages `seeds`, `real_seeds`, `batch_size` and `concreteness_source` of the controls pipeline
+(``pipelines/controls/``): gather the derived pipelines into ``metrics/controls/<what>.json`` and ``reports/controls/``
+(issue 12: seed spread of the world and of the real profile, batch size in training, Brysbaert vs visual
+concreteness). Run the whole set with ``dvc repro pipelines/controls/dvc.yaml``;
 see :mod:`analysis.controls`.
 
     python stages/controls.py seeds --params params.yaml pipelines/world_seed1/params.yaml ...
     python stages/controls.py real_seeds --params pipelines/real/params.yaml pipelines/real_seed1/params.yaml ...
     python stages/controls.py batch_size --params pipelines/world_n64/params.yaml ...
+    python stages/controls.py concreteness_source --params params.yaml pipelines/world_visual/params.yaml
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from analysis.controls import batch_size_summary, seeds_summary
+from analysis.controls import batch_size_summary, seeds_summary, sources_summary
 from analysis.report import GRADIENT_RATIO_TSV
 from analysis.tables import read_results, read_verdicts
 from concrete_jungle.cli import clear_outputs, dump_json
 from concrete_jungle.grid import comparison_pairs, model_labels, train_metrics_dir
-from concrete_jungle.io import atomic_write, write_metrics
+from concrete_jungle.io import atomic_write, read_json, write_metrics
 from concrete_jungle.params import Params, load_params
 
 METRICS, REPORTS = Path("metrics/controls"), Path("reports/controls")
@@ -91,6 +93,36 @@ def run_seeds(profiles: list[Params], what: str = "seeds") -> dict:
     return {"seeds": metrics["seeds"], "pairs": len(metrics["sugarcrepe_pairs"]), "not_in_every_seed": partial}
 
 
+def run_concreteness_source(profiles: list[Params]) -> dict:
+    """D_hc / D_lc from each profile's ``concreteplant.concreteness`` (Brysbaert, visual) on the same world, written
+    as ``metrics/controls/concreteness_source.json`` and ``reports/controls/concreteness_source.md``. Returns the
+    metrics written.
+
+    Raises:
+        ValueError: two profiles with the same source, different seeds (the runs must share scenes and base model),
+            or no ConcreteBatch fine-tune common to every profile."""
+    sources = [p.concreteplant.concreteness for p in profiles]
+    _distinct(profiles, "concreteplant.concreteness", sources)
+    if len({p.seed for p in profiles}) != 1:
+        raise ValueError("controls: the concreteness sources are compared on one world; the profiles have seeds "
+                         + ", ".join(f"{p.profile}={p.seed}" for p in profiles))
+    common, _ = _common_grid(profiles)
+    models = [m for m in common if m != "base" and m not in profiles[0].train.baselines]
+    clear_outputs(METRICS / "concreteness_source.json", REPORTS / "concreteness_source.md")
+    datasets = sorted({m.rsplit("-", 1)[0] for m in models})
+    runs = {s: (read_results(p.metrics_dir / "evaluate", models), read_verdicts(p.data_dir / "verdicts", models),
+                {d: read_json(p.metrics_dir / "dataset_stats" / f"{d}.json") for d in datasets})
+            for s, p in zip(sources, profiles)}
+    losses = [*profiles[0].train.losses, *profiles[0].train.margin_losses]
+    first, *others = sources
+    pairs = [(f"hc-{loss}@{s}", f"lc-{loss}@{s}") for s in sources for loss in losses]
+    pairs += [(f"{d}-{loss}@{o}", f"{d}-{loss}@{first}") for o in others for d in ("hc", "lc") for loss in losses]
+    metrics, md = sources_summary(runs, models, pairs, n_resamples=BOOTSTRAP_RESAMPLES)
+    _write(REPORTS / "concreteness_source.md", md)
+    write_metrics(METRICS / "concreteness_source.json", metrics)
+    return {"sources": sources, "models": models}
+
+
 def run_batch_size(profiles: list[Params]) -> dict:
     """Batch size in training over the ``world_n<N>`` profiles; returns the metrics written.
 
@@ -110,11 +142,16 @@ def run_batch_size(profiles: list[Params]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["seeds", "real_seeds", "batch_size"])
+    ap.add_argument("what", choices=["seeds", "real_seeds", "batch_size", "concreteness_source"])
     ap.add_argument("--params", nargs="+", required=True, help="the gathered profiles' params files")
     args = ap.parse_args(argv)
     profiles = [load_params(f) for f in args.params]
-    result = run_batch_size(profiles) if args.what == "batch_size" else run_seeds(profiles, args.what)
+    if args.what == "batch_size":
+        result = run_batch_size(profiles)
+    elif args.what == "concreteness_source":
+        result = run_concreteness_source(profiles)
+    else:
+        result = run_seeds(profiles, args.what)
     print(dump_json(result))
     return 0
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from analysis.controls import (batch_size_summary, item_clustered_delta, mean_sd, pool_runs, seeds_summary,
-                               side_by_side)
+                               side_by_side, sources_summary)
 from concrete_jungle import lineage
 from concrete_jungle.params import load_params
 
@@ -147,6 +147,28 @@ def test_real_seeds_gather_the_models_every_seed_trains():
         update={"datasets": [], "baselines": []})})
     with pytest.raises(ValueError, match="share no fine-tune"):
         stage._common_grid([profiles[0], no_fine_tune])
+
+
+def test_sources_summary_compares_each_source_on_the_same_items():
+    stats = {"hc": {"mean_c": 4.5, "median_c": 4.6, "type_share": {"attribute": 0.5, "object": 0.5}},
+             "lc": {"mean_c": 3.5, "median_c": 3.4, "type_share": {"relation": 1.0}}}
+    runs = {}
+    for source, hc, lc in (("brysbaert", [1, 1, 1, 0], [1, 0, 0, 0]), ("visual", [1, 1, 0, 0], [1, 1, 0, 0])):
+        res = {"sugarcrepe": {"hc-infonce": _result("sugarcrepe", "hc-infonce", sum(hc) / 4),
+                              "lc-infonce": _result("sugarcrepe", "lc-infonce", sum(lc) / 4)}}
+        ver = {"sugarcrepe": {"hc-infonce": _verdicts(hc), "lc-infonce": _verdicts(lc)}}
+        runs[source] = (res, ver, stats)
+    pairs = [("hc-infonce@visual", "lc-infonce@visual"), ("hc-infonce@brysbaert", "lc-infonce@brysbaert"),
+             ("hc-infonce@visual", "hc-infonce@brysbaert")]
+    metrics, md = sources_summary(runs, ["hc-infonce", "lc-infonce"], pairs, n_resamples=100)
+    assert metrics["models"]["hc-infonce"]["brysbaert"]["sugarcrepe"] == 0.75
+    assert metrics["models"]["hc-infonce"]["visual"]["sugarcrepe"] == 0.5
+    assert metrics["datasets"]["visual"]["lc"]["mean_c"] == 3.5
+    assert "| brysbaert | hc | 4.50 | 4.60 | 50 % / 0 % / 50 % |" in md
+    assert "| hc-infonce@brysbaert | lc-infonce@brysbaert | 4 | 75.0 | 25.0 | +50.0" in md  # paired on the 4 items
+    assert "| hc-infonce@visual | lc-infonce@visual | 4 | 50.0 | 50.0 | +0.0" in md
+    with pytest.raises(ValueError, match="two concreteness sources"):
+        sources_summary({"visual": runs["visual"]}, ["hc-infonce"], [])
 
 
 def test_batch_size_summary_ablation_and_curves(tmp_path):
