@@ -108,6 +108,11 @@ def run_concreteness_source(profiles: list[Params]) -> dict:
                          + ", ".join(f"{p.profile}={p.seed}" for p in profiles))
     common, _ = _common_grid(profiles)
     models = [m for m in common if m != "base" and m not in profiles[0].train.baselines]
+    base = [read_verdicts(p.data_dir / "verdicts", ["base"]).get("sugarcrepe", {}).get("base") for p in profiles]
+    if any(b is None or b != base[0] for b in base):
+        raise ValueError("controls: the concreteness sources must share the base model and the benchmark, but the "
+                         "base model's SugarCrepe verdicts differ (or are missing) between "
+                         + ", ".join(p.profile for p in profiles))
     clear_outputs(METRICS / "concreteness_source.json", REPORTS / "concreteness_source.md")
     datasets = sorted({m.rsplit("-", 1)[0] for m in models})
     runs = {s: (read_results(p.metrics_dir / "evaluate", models), read_verdicts(p.data_dir / "verdicts", models),

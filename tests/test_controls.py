@@ -156,7 +156,8 @@ def test_sources_summary_compares_each_source_on_the_same_items():
     for source, hc, lc in (("brysbaert", [1, 1, 1, 0], [1, 0, 0, 0]), ("visual", [1, 1, 0, 0], [1, 1, 0, 0])):
         res = {"sugarcrepe": {"hc-infonce": _result("sugarcrepe", "hc-infonce", sum(hc) / 4),
                               "lc-infonce": _result("sugarcrepe", "lc-infonce", sum(lc) / 4)}}
-        ver = {"sugarcrepe": {"hc-infonce": _verdicts(hc), "lc-infonce": _verdicts(lc)}}
+        ver = {"sugarcrepe": {"hc-infonce": _verdicts(hc), "lc-infonce": _verdicts(lc)},
+               "heldout": {"hc-infonce": {"hc": {f"{source}-a": True}}, "lc-infonce": {"lc": {f"{source}-b": True}}}}
         runs[source] = (res, ver, stats)
     pairs = [("hc-infonce@visual", "lc-infonce@visual"), ("hc-infonce@brysbaert", "lc-infonce@brysbaert"),
              ("hc-infonce@visual", "hc-infonce@brysbaert")]
@@ -167,6 +168,7 @@ def test_sources_summary_compares_each_source_on_the_same_items():
     assert "| brysbaert | hc | 4.50 | 4.60 | 50 % / 0 % / 50 % |" in md
     assert "| hc-infonce@brysbaert | lc-infonce@brysbaert | 4 | 75.0 | 25.0 | +50.0" in md  # paired on the 4 items
     assert "| hc-infonce@visual | lc-infonce@visual | 4 | 50.0 | 50.0 | +0.0" in md
+    assert "held-out pairs are not compared" in md  # each source's held-out anchors differ: never paired
     with pytest.raises(ValueError, match="two concreteness sources"):
         sources_summary({"visual": runs["visual"]}, ["hc-infonce"], [])
 

@@ -34,6 +34,23 @@ def test_rating_scale_is_a_quantile_map():
     assert out["zzz"] == pytest.approx(4.95)  # quantile 0.75 of the rated scores -> between 4.9 and 5.0
     with pytest.raises(ValueError, match="need at least 2"):
         to_rating_scale({"dog": 1.0}, {"dog": 4.9})
+    with pytest.raises(ValueError, match="'dog'"):
+        to_rating_scale({"dog": float("nan"), "ball": 1.0}, {"dog": 4.9, "ball": 5.0})
+
+
+def test_tied_scores_get_one_rating_whatever_their_spelling():
+    # a and b tie: mean rank 1.5 of 3 -> quantile 0.25 -> halfway between the sorted targets 1.5 and 3.0
+    out = to_rating_scale({"b": 1.0, "a": 1.0, "c": 2.0, "u": 1.0}, {"a": 1.5, "b": 3.0, "c": 4.0})
+    assert out["a"] == out["b"] == pytest.approx(2.25) and out["c"] == 4.0
+    assert out["u"] == pytest.approx(2.25)  # unrated, tied with a and b
+
+
+def test_neighbour_ties_go_to_the_lower_index():
+    from concrete_jungle.visual_concreteness import _neighbours
+
+    feats = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [-1.0, 0.0]])
+    nn = _neighbours(feats, 2, block=2)  # rows 1-3 coincide; row 0 is equally far from 1, 2, 3
+    assert nn.tolist() == [[1, 2], [2, 3], [1, 3], [1, 2], [1, 2]]
 
 
 def test_bad_inputs_are_named():

@@ -301,11 +301,12 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         outs=[f"{d}/keywords"], metrics=[{f"{r}/keywords.json": nocache}])
     # one process for every dataset (they share the manifest, the candidates, the Brysbaert table and the rewriter)
     visual = p.concreteplant.concreteness == "visual"
-    if visual:  # the paper's future work: keyword concreteness measured on the corpus images by the base model
+    if visual:  # the paper's future work: keyword concreteness measured on the corpus images (ImageNet features)
+        base_in = [f"{m}/base"] if p.concreteplant.visual.features == "base" else []
         stages["visual_concreteness"] = stage(
             "visual_concreteness", "", ["concreteplant.concreteness", *param_keys(p, "concreteplant.visual"),
                                         "evaluate.batch_size"],
-            [*corpus_in, f"{d}/keywords", f"{m}/base"], outs=[f"{d}/visual_concreteness"],
+            [*corpus_in, f"{d}/keywords", *base_in], outs=[f"{d}/visual_concreteness"],
             metrics=[{f"{r}/visual_concreteness.json": nocache}])
     stages["concreteplant"] = stage(
         "concreteplant", "", seed_world + param_keys(p, "concreteplant", exclude=("shard_index", "shard_count",

@@ -514,11 +514,14 @@ class BenchmarkParams(_Section):
 
 class VisualConcretenessParams(_Section):
     """Visual concreteness of keywords (Hessel et al. 2018; ``visual_concreteness.py``), measured on the corpus'
-    training images with the base model: ``k`` nearest neighbours per image, words used by fewer than
-    ``min_images`` images left unrated."""
+    training images: ``k`` nearest neighbours per image, words used by fewer than ``min_images`` images left
+    unrated. ``features``: ``imagenet`` (EfficientNet-Lite0 ImageNet features, pooled: never trained on the
+    captions, like Hessel et al.'s ImageNet CNN) or ``base`` (the base model's image tower, which in the world was
+    trained on these captions, so images sharing a caption word are pulled together by training)."""
 
     k: int = Field(10, ge=1)
     min_images: int = Field(5, ge=2)
+    features: Literal["imagenet", "base"] = "imagenet"
 
 
 class ConcretePlantParams(_Section):

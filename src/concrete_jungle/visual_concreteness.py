@@ -47,17 +47,21 @@ def word_images(words_per_image: Sequence[Iterable[str]]) -> dict[str, np.ndarra
     return {w: np.asarray(sorted(ix), dtype=np.int64) for w, ix in index.items()}
 
 
-def _neighbours(features: np.ndarray, k: int, block: int = 1024) -> np.ndarray:
-    """``(n, k)`` indices of each row's ``k`` most cosine-similar other rows (ties: lower index first)."""
+def _neighbours(features: np.ndarray, k: int, block: int = 256) -> np.ndarray:
+    """``(n, k)`` indices of each row's ``k`` most cosine-similar other rows (ties: lower index first).
+
+    Per block of rows: the k-th largest similarity by ``np.partition`` (O(n) per row), then only the rows at or above
+    it are sorted by (-similarity, index), so memory is one ``(block, n)`` float64 matrix."""
     n = features.shape[0]
     out = np.empty((n, k), dtype=np.int64)
     for start in range(0, n, block):
         sims = features[start:start + block] @ features.T  # (b, n) cosine similarities
         rows = np.arange(sims.shape[0])
         sims[rows, start + rows] = -np.inf  # never one's own neighbour
-        # stable descending order: sort by (-similarity, index)
-        order = np.lexsort((np.broadcast_to(np.arange(n), sims.shape), -sims), axis=1)[:, :k]
-        out[start:start + block] = order
+        kth = np.partition(sims, n - k, axis=1)[:, n - k]  # the k-th largest similarity of each row
+        for r in rows:
+            cand = np.flatnonzero(sims[r] >= kth[r])
+            out[start + r] = cand[np.lexsort((cand, -sims[r, cand]))][:k]
     return out
 
 
@@ -104,30 +108,39 @@ def visual_concreteness(features: np.ndarray, words_per_image: Sequence[Iterable
 
 
 def to_rating_scale(scores: Mapping[str, float], reference: Mapping[str, float]) -> dict[str, float]:
-    """Quantile-map visual scores onto the reference rating scale (Brysbaert 1-5): the word with the i-th smallest
-    score gets the i-th smallest reference rating among the scored words that the reference rates (ties in score
-    keep the word order of ``sorted``); words the reference does not rate get the reference rating of their score's
-    quantile among the rated ones (linear interpolation).
+    """Quantile-map visual scores onto the reference rating scale (Brysbaert 1-5).
+
+    The scored words that the reference rates give the target distribution: their reference ratings, sorted. A
+    rated word at average rank r among them (ties in score share their mean rank, so equal scores get equal
+    ratings) sits at quantile q = (r - 1) / (m - 1) and gets the target's value at q (linear interpolation between
+    neighbouring order statistics); a word the reference does not rate gets the quantile of its score among the
+    rated words' scores (linear interpolation, clamped at the ends), then the same mapping.
 
     Args:
-        scores: ``{word: visual concreteness}`` (:func:`visual_concreteness`).
+        scores: ``{word: visual concreteness}`` (:func:`visual_concreteness`), finite.
         reference: ``{word: rating}`` on the target scale (e.g. ``load_concreteness()``), looked up by the word.
 
     Returns:
-        ``{word: rating}`` in the range of the reference ratings used.
+        ``{word: rating}`` for every scored word, in the range of the reference ratings used.
 
     Raises:
-        ValueError: fewer than two scored words are rated by the reference.
+        ValueError: a non-finite score (naming the word), or fewer than two scored words rated by the reference.
     """
-    rated = sorted((w for w in scores if w in reference), key=lambda w: (scores[w], w))
+    import scipy.stats
+
+    for w, v in scores.items():
+        if not np.isfinite(v):
+            raise ValueError(f"to_rating_scale: score of {w!r} is {v!r}, not finite")
+    rated = sorted(w for w in scores if w in reference)
     if len(rated) < 2:
         raise ValueError(f"to_rating_scale: {len(rated)} scored words have a reference rating; need at least 2")
     target = np.sort(np.asarray([reference[w] for w in rated], dtype=np.float64))
-    out = {w: float(target[i]) for i, w in enumerate(rated)}
-    known = np.asarray([scores[w] for w in rated])
-    quantile = np.linspace(0.0, 1.0, len(rated))
+    grid = np.linspace(0.0, 1.0, len(rated))
+    x = np.asarray([scores[w] for w in rated], dtype=np.float64)
+    q = (scipy.stats.rankdata(x, method="average") - 1) / (len(rated) - 1)
+    out = {w: float(np.interp(qi, grid, target)) for w, qi in zip(rated, q)}
+    ux, first = np.unique(x, return_index=True)  # strictly increasing scores and their (shared) quantiles
     for w in scores:
         if w not in out:
-            q = float(np.interp(scores[w], known, quantile))
-            out[w] = float(np.interp(q, quantile, target))
+            out[w] = float(np.interp(np.interp(scores[w], ux, q[first]), grid, target))
     return out
