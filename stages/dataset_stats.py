@@ -7,6 +7,10 @@ Writes ``metrics/<p>/dataset_stats/<dataset>.json`` (with ``fig5``: Fig. 5(d) by
 correlations of 5(e)/(f)), the per-pair values ``metrics/<p>/dataset_gaps/<dataset>.csv`` (logit gap of Fig. 4,
 BERTScore, word edit distance, CLIP-L, CLIP-V, DINO cosine; ``dvc plots``) and the c_i histogram
 ``reports/<p>/dataset_stats/<dataset>.png`` of each dataset.
+
+The DVC command sets ``PYTHONHASHSEED=0`` (``lineage.HASH_SEEDED``): ``bert_score`` batches sentences in ``set``
+order, so under Python's default hash randomisation its scores differ between runs in the 9th digit; run it the
+same way by hand (``PYTHONHASHSEED=0 python stages/dataset_stats.py``) to reproduce the recorded hashes.
 """
 
 from analysis.dataset_stats import plot_concreteness_histogram
