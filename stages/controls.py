@@ -55,6 +55,22 @@ def _common_grid(profiles: list[Params]) -> tuple[list[str], list[str]]:
     return common, sorted({m for lab in labels for m in lab} - set(common))
 
 
+def _seed_grid(profiles: list[Params]) -> tuple[list[str], list[str]]:
+    """The models a seed spread gathers: the first profile (the study's own run) may train a superset of the grid;
+    the added seeds train one grid, inside the first's. Returns (gathered labels, labels trained by the first only).
+
+    Raises:
+        ValueError: fewer than two profiles, the added seeds train different grids, or one trains a model the
+            first profile does not."""
+    if len(profiles) < 2:
+        raise ValueError(f"controls: a seed spread needs at least two profiles, got {len(profiles)}")
+    first, *added = [model_labels(p) for p in profiles]
+    if any(lab != added[0] for lab in added) or not set(added[0]) <= set(first):
+        raise ValueError("controls: the added seeds must train one grid inside the first profile's: "
+                         + "; ".join(f"{p.profile}: {lab}" for p, lab in zip(profiles, [first, *added])))
+    return _common_grid(profiles)
+
+
 def _distinct(profiles: list[Params], key: str, values: list) -> None:
     if len(set(values)) != len(values):
         raise ValueError(f"controls: two gathered profiles share {key}: "
@@ -63,19 +79,17 @@ def _distinct(profiles: list[Params], key: str, values: list) -> None:
 
 def run_seeds(profiles: list[Params], what: str = "seeds") -> dict:
     """Seed spread of a grid (one profile per seed), written as ``metrics/controls/<what>.json`` and
-    ``reports/controls/<what>.md``: ``seeds`` the world (every seed trains the same grid), ``real_seeds`` the real
-    profile (the seed-0 run trains more datasets than the other seeds: the models every seed trains are gathered,
-    the others listed). Seeds whose benchmark is a fixed set (``benchmark.source: sugarcrepe``) share their items
-    and are compared item-clustered (:func:`analysis.controls.item_clustered_delta`). Returns the metrics written.
+    ``reports/controls/<what>.md`` (``seeds`` the world, ``real_seeds`` the real profile). The first profile may
+    train more datasets than the added seeds (the real seed 0 does): the models every seed trains are gathered, the
+    others listed (:func:`_seed_grid`). Seeds whose benchmark is a fixed set (``benchmark.source: sugarcrepe``)
+    share their items and are compared item-clustered (:func:`analysis.controls.item_clustered_delta`). Returns the
+    metrics written.
 
     Raises:
-        ValueError: two profiles with the same seed, different grids (``seeds``) or no fine-tune common to every
-            profile (``real_seeds``), or profiles with different benchmark sources."""
+        ValueError: two profiles with the same seed, added seeds whose grids differ or leave the first profile's,
+            no fine-tune common to every profile, or profiles with different benchmark sources."""
     _distinct(profiles, "seed", [p.seed for p in profiles])
-    if what == "seeds":
-        models, partial = _same_grid(profiles), []
-    else:
-        models, partial = _common_grid(profiles)
+    models, partial = _seed_grid(profiles)
     sources = {p.benchmark.source for p in profiles}
     if len(sources) != 1:
         raise ValueError(f"controls: the gathered profiles score different benchmarks: {sorted(sources)}")

@@ -137,12 +137,16 @@ def test_real_seeds_gather_the_models_every_seed_trains():
     stage = _controls_stage()
     profiles = [load_params(lineage.REPO / f) for f in lineage.REAL_SEED_PROFILES]
     assert [p.seed for p in profiles] == [0, 1, 2]
-    common, partial = stage._common_grid(profiles)
+    common, partial = stage._seed_grid(profiles)
     assert common == ["base", "clip", "hc-infonce", "hc-cement", "lc-infonce", "lc-cement"]
     assert partial == ["hc_type-cement", "hc_type-infonce", "lc_type-cement", "lc_type-infonce", "wo-cement",
                        "wo-infonce"]
     world = [load_params(lineage.REPO / f) for f in lineage.SEED_PROFILES]
-    assert stage._common_grid(world)[1] == []  # the world seeds train the same grid
+    assert stage._seed_grid(world)[1] == []  # the world seeds train the same grid
+    with pytest.raises(ValueError, match="inside the first profile's"):  # an added seed trains a superset
+        stage._seed_grid([profiles[1], profiles[0]])
+    with pytest.raises(ValueError, match="at least two profiles"):
+        stage._seed_grid(profiles[:1])
     no_fine_tune = profiles[1].model_copy(update={"train": profiles[1].train.model_copy(
         update={"datasets": [], "baselines": []})})
     with pytest.raises(ValueError, match="share no fine-tune"):
