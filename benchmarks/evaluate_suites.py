@@ -36,6 +36,7 @@ from concrete_jungle.grid import model_dir
 from concrete_jungle.io import load_rgb
 from concrete_jungle.models.checkpoints import load_model
 from concrete_jungle.params import load_params
+from concrete_jungle.machine import machine_info
 
 
 def encode_union(bundle, images: list[str], texts: list[str], batch_size: int) -> None:
@@ -102,6 +103,7 @@ def main(argv=None) -> int:
               "median_evaluate_all_s": statistics.median(r["evaluate_all_s"] for r in rounds), "rounds": rounds,
               "cpus": torch.get_num_threads(), "machine": platform.machine(), "python": platform.python_version()}
     result["ratio_of_medians"] = result["median_evaluate_all_s"] / result["median_encode_union_s"]
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=2))
     return 0

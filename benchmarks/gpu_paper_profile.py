@@ -45,6 +45,7 @@ from pathlib import Path
 os.environ.setdefault("TQDM_DISABLE", "1")
 
 import torch  # noqa: E402
+from concrete_jungle.machine import machine_info  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "gpu_paper_profile.json"
 SPEC = {"kind": "open_clip", "name": "ViT-B-32-quickgelu", "pretrained": None}
@@ -283,6 +284,7 @@ def main(argv=None) -> int:
         "loader_pre_decoded": loader,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"ours / open_clip steps/s: {ratio}; wrote {args.out}")
     return 0

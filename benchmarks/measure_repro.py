@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from concrete_jungle.machine import machine_info
+
 
 def _tree_rss(proc: psutil.Process, stages: dict[str, list[float]], with_pss: bool) -> tuple[int, int, str, int]:
     """Summed and largest resident memory of the tree (bytes), and the summed proportional set size (PSS: pages
@@ -82,6 +84,9 @@ def main(argv=None) -> dict:
         "cpus": os.cpu_count(),
         "machine": platform.machine(),
         "python": sys.version.split()[0],
+        # CPU model, ISA flags and caps, torch threads: timings mean nothing without them (concrete_jungle.machine);
+        # the precision each training stage resolved is in metrics/<p>/train/*.json
+        "machine_info": machine_info(),
     }
     out = Path(__file__).parent / "results" / f"{args.name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

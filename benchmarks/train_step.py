@@ -55,6 +55,7 @@ from concrete_jungle.losses import CementLoss, MarginConfig
 from concrete_jungle.models.build import build_model
 from concrete_jungle.params import ModelSpec
 from concrete_jungle.training import _DeferredGuard, build_optimizer, cosine_lr, train_step
+from concrete_jungle.machine import machine_info
 
 RESULT = Path(__file__).resolve().parent / "results" / "train_step.json"
 MODELS = {
@@ -215,6 +216,7 @@ def main(argv=None) -> int:
                                               if (x["model"], x["precision"]) == (m, p)] for m, p in keys},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["machine_info"] = machine_info()  # CPU model, ISA flags and caps, torch threads
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({"ratios": result["ratios"], "paired_ratio_medians": result["paired_ratio_medians"]}))
     if args.check and any(x < args.limit for k, v in result["paired_ratio_medians"].items() if k.endswith("/fp32")

@@ -40,7 +40,9 @@ def train_base_model(params: Params) -> dict:
     result = train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir,
                                checkpoint_path=ckpt, params_dump=read, save_checkpoint=save_checkpoint,
                                hard_negatives=False, state_path=params.resume_state("base"), keep_state=False)
-    write_metrics(summary_file, {"base": pop_live_summary(live_dir)})
+    # the dvclive summary, with the precision computed in (``auto`` resolved) and the machine it ran on
+    write_metrics(summary_file, {"base": {**pop_live_summary(live_dir), "precision": result["precision"],
+                                          "machine": result["machine"]}})
     return result
 
 

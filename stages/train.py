@@ -56,7 +56,9 @@ def train_family(params: Params, family: str) -> dict:
             live_dir=train_metrics_dir(params, label), checkpoint_path=model_dir(params, label) / "checkpoint.pt",
             params_dump=params.sections("profile", "seed", "base_model", "train", "margin"), save_checkpoint=save_checkpoint,
             hard_negatives=family in HARD_NEGATIVE_LOSSES, state_path=params.resume_state(label), keep_state=False)
-    write_metrics(summary_file, {label: pop_live_summary(train_metrics_dir(params, label))
+    # the dvclive summary, with the precision computed in (``auto`` resolved) and the machine it ran on
+    write_metrics(summary_file, {label: {**pop_live_summary(train_metrics_dir(params, label)),
+                                         "precision": out[label]["precision"], "machine": out[label]["machine"]}
                                  for label in family_members(params, family)})
     return out
 

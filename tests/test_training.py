@@ -310,7 +310,8 @@ def test_zero_workers_are_bit_identical_to_building_the_batches_by_hand(tmp_path
     from concrete_jungle.training import build_optimizer
 
     recs = _six_records(tmp_path)
-    loop = LoopParams(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=2, num_threads=1)
+    loop = LoopParams(epochs=2, batch_size=2, lr=1e-3, warmup_frac=0.2, log_every=2, num_threads=1,
+                      precision="fp32")  # the hand-made loop below autocasts as the spec says: fp32
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
     ds = ConcreteBatchDataset(recs, bundle.preprocess_train, bundle.tokenizer, cache=False)
     summary = train_contrastive(bundle, ds, CementLoss(MarginConfig()), loop, seed=0, live_dir=tmp_path / "live",

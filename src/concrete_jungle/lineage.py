@@ -22,12 +22,17 @@ real) and the batch sizes; ``dvc repro pipelines/controls/dvc.yaml`` runs them a
 2 cores shared with the real profile's run, ``benchmarks/results/dvc_repro_controls.json``; each real seed:
 ``benchmarks/results/dvc_repro_real_seed<s>.json``).
 
-``python -m concrete_jungle.lineage write`` regenerates every derived ``params.yaml`` and every ``dvc.yaml``; ``python -m concrete_jungle.lineage
-check`` (run by ``.ci/run``) fails when a committed ``dvc.yaml`` differs from the spec, or when any stage of a
-committed lock has code, data, params or metrics that differ from what the lock records, or a stage's recorded dep
-on an upstream output differs from that output's recorded hash, or the lock records a stage the pipeline no
-longer has. Outputs absent from a fresh clone (``data/``,
-``models/``, DVC-cached) are not failures.
+``python -m concrete_jungle.lineage write`` regenerates every derived ``params.yaml``, every ``dvc.yaml`` and the
+provenance of results (:data:`INDEX` and the README's ``<!-- provenance: ... -->`` blocks, from the pending-re-run
+ledger ``pipelines/pending.yaml`` and which locks exist: :mod:`concrete_jungle.ledger`). A pipeline is stale when
+any stage of its committed lock has code, data, params or metrics that differ from what the lock records, or a
+stage's recorded dep on an upstream output differs from that output's recorded hash, or the lock records a stage
+the pipeline no longer has; outputs absent from a fresh clone (``data/``, ``models/``, DVC-cached) are not
+staleness. ``python -m concrete_jungle.lineage check`` (run by ``.ci/run``) fails when (a) a generated file
+differs from the spec, (b) a stale pipeline is not in the ledger, (c) the ledger names a fresh or never-run
+pipeline (or a ``results_at`` whose lock is not the committed one), (d) the world pipeline is stale: it is never
+pending. ``python -m concrete_jungle.lineage status [--plan MINUTES]`` prints each pipeline's state with its
+estimated re-run time, and which pending re-runs fit the budget.
 """
 
 from __future__ import annotations
@@ -42,13 +47,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from concrete_jungle import ledger
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
 __all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "REAL_SEED_PROFILES",
            "BATCH_PROFILES", "SOURCE_PROFILES", "code_deps",
            "param_keys", "pipeline", "controls_pipeline", "derived_params", "render", "write", "check", "prune",
-           "main"]
+           "stale_pipelines", "status", "INDEX", "main"]
 
 REPO = Path(__file__).resolve().parents[2]
 #: Profiles derived from another one by a few overrides (the reviewers' controls, issue 12): ``name -> (params
@@ -116,9 +122,21 @@ def _module_file(module: str, repo: Path) -> Path | None:
     return None
 
 
+_IMPORTS: dict[tuple[str, int, int], frozenset[str]] = {}  # (path, mtime_ns, size) -> its project imports
+
+
 def _imports(path: Path) -> set[str]:
     """Dotted names of every ``concrete_jungle`` / ``analysis`` module ``path`` imports, anywhere in the file
-    (``from a.b import c`` yields ``a.b`` and, when it is a module, ``a.b.c``)."""
+    (``from a.b import c`` yields ``a.b`` and, when it is a module, ``a.b.c``). Parsed once per file version (the
+    spec renders ~300 stages over the same ~100 modules)."""
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _IMPORTS:
+        _IMPORTS[key] = frozenset(_parse_imports(path))
+    return set(_IMPORTS[key])
+
+
+def _parse_imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -517,16 +535,34 @@ def render(params_file: str, repo: Path = REPO) -> str:
 
 def _generated(repo: Path) -> dict[str, Any]:
     """Every generated file of the checkout: ``{path: text function}`` (derived params first: the pipelines read
-    them)."""
+    them; then the dvc.yaml files; then the provenance of results, :data:`INDEX` and the README's provenance blocks,
+    written from the ledger and which locks exist)."""
     files: dict[str, Any] = {f"pipelines/{name}/params.yaml": (lambda n=name: derived_params(n, repo)) for name in DERIVED}
     files.update({dvc_yaml: (lambda f=params_file: render(f, repo)) for params_file, dvc_yaml in PROFILE_FILES.items()})
     files[CONTROLS] = lambda: render(CONTROLS, repo)
+    files[INDEX] = lambda: ledger.render_index(_names(), ledger.read_ledger(repo)[0], _locked(repo), repo)
+    files["README.md"] = lambda: ledger.fill_blocks((repo / "README.md").read_text(), ledger.read_ledger(repo)[0],
+                                                    _locked(repo), _names())
     return files
 
 
+#: the index of every pipeline's results and their provenance (generated; outside the DAG)
+INDEX = "reports/README.md"
+
+
+def _names() -> list[str]:
+    """Every pipeline's name (:func:`ledger.pipeline_name`), in :func:`_pipelines` order."""
+    return [ledger.pipeline_name(d) for d in _pipelines()]
+
+
+def _locked(repo: Path) -> set[str]:
+    """Names of the pipelines with a committed lock."""
+    return {ledger.pipeline_name(d) for d in _pipelines() if (repo / d).with_suffix(".lock").is_file()}
+
+
 def write(repo: Path = REPO) -> list[str]:
-    """Write every derived profile's ``params.yaml`` and every pipeline's ``dvc.yaml`` of the checkout ``repo``;
-    returns the paths written."""
+    """Write every derived profile's ``params.yaml``, every pipeline's ``dvc.yaml`` and the provenance of results
+    (:data:`INDEX`, the README's provenance blocks) of the checkout ``repo``; returns the paths written."""
     for path, text in _generated(repo).items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text())
@@ -604,10 +640,31 @@ def _status_problems(dvc_yaml: str, lock: dict, repo: Path, everywhere: dict | N
     return problems
 
 
-def check(repo: Path = REPO) -> list[str]:
+def stale_pipelines(repo: Path = REPO, only: set[str] | None = None) -> dict[str, list[str]]:
+    """``{pipeline name: its problems}`` for every pipeline with a committed lock whose lock does not hold (changed
+    code / data / params / command / committed metrics, a stage missing from the lock or gone from the pipeline,
+    a stage made from another upstream output than the one recorded); fresh pipelines are left out. ``only``:
+    the names to look at (default every pipeline; ``dvc status`` costs seconds a pipeline)."""
+    locks = [(repo / dvc_yaml).with_suffix(".lock") for dvc_yaml in _pipelines()]
+    produced = {"stages": {"all": {"outs": [{"path": p} for p in _recorded_outs(locks)]}}}
+    stale = {}
+    for dvc_yaml, lock_path in zip(_pipelines(), locks):
+        name = ledger.pipeline_name(dvc_yaml)
+        if not lock_path.is_file() or (only is not None and name not in only):
+            continue  # a pipeline never run here (paper: GPU) has no lock to check
+        problems = [p.replace(f"{repo}/", "") for p in _lock_coherence(lock_path, [x for x in locks if x != lock_path])]
+        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo, produced)
+        if problems:
+            stale[name] = problems
+    return stale
+
+
+def check(repo: Path = REPO, only: set[str] | None = None) -> list[str]:
     """Every problem with the committed pipelines of the checkout ``repo`` (empty when all hold); see the module
-    docstring."""
-    problems = []
+    docstring: (a) a generated file that differs from the spec, (b) a stale pipeline not in the ledger, (c) a ledger
+    entry for a fresh or never-run pipeline, (d) the world pipeline stale, and a malformed ledger. ``only``: the
+    pipelines whose locks are looked at (tests; the ledger's other entries are then not checked)."""
+    entries, problems = ledger.read_ledger(repo)
     for path, text in _generated(repo).items():
         try:
             same = (repo / path).is_file() and (repo / path).read_text() == text()
@@ -617,14 +674,92 @@ def check(repo: Path = REPO) -> list[str]:
             continue
         if not same:
             problems.append(f"{path} differs from the spec: run python -m concrete_jungle.lineage write")
-    locks = [(repo / dvc_yaml).with_suffix(".lock") for dvc_yaml in _pipelines()]
-    produced = {"stages": {"all": {"outs": [{"path": p} for p in _recorded_outs(locks)]}}}
-    for dvc_yaml, lock_path in zip(_pipelines(), locks):
-        if not lock_path.is_file():
-            continue  # a pipeline never run here (paper: GPU) has no lock to check
-        problems += _lock_coherence(lock_path, [x for x in locks if x != lock_path])
-        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo, produced)
-    return problems
+    if only is not None:
+        entries = {k: v for k, v in entries.items() if k in only}
+    return problems + ledger.ledger_problems(repo, stale_pipelines(repo, only), _locked(repo), _names(), entries)
+
+
+def _stage_of(problem: str) -> str | None:
+    """The stage a :func:`stale_pipelines` problem names (``<dvc.yaml>:<stage>: ...``, where DVC may repeat the
+    ``dvc.yaml`` path before the stage, or ``<lock>: <stage> was made from ...``), else None."""
+    head = problem.split(": ", 1)[0]
+    if " was made from " in problem:
+        return problem.split(": ", 1)[1].split(" ", 1)[0]
+    if ":" in head:
+        return head.rsplit(":", 1)[-1]
+    return None
+
+
+def _minutes(m: float) -> str:
+    return "<1 min" if m < 1 else f"~{m:.0f} min"
+
+
+def _upstream(repo: Path) -> dict[str, set[str]]:
+    """``{pipeline: names of the other pipelines whose outputs its dvc.yaml reads}`` (by the profile folder of each
+    dep: ``metrics/<profile>/...``, ``data/<profile>/...``)."""
+    names = set(_names())
+    up = {}
+    for dvc_yaml in _pipelines():
+        name = ledger.pipeline_name(dvc_yaml)
+        stages = (yaml.safe_load((repo / dvc_yaml).read_text()) or {}).get("stages") or {}
+        found = set()
+        for st in stages.values():
+            for dep in st.get("do", st).get("deps", []):
+                parts = Path(str(dep)).parts
+                if len(parts) > 1 and parts[0] in ("metrics", "data", "models") and parts[1] in names:
+                    found.add(parts[1])
+        up[name] = found - {name}
+    return up
+
+
+def status(repo: Path = REPO, plan_minutes: float | None = None) -> str:
+    """The text of ``lineage status``: per pipeline fresh / pending (results at, why, stale stages) / stale and
+    undeclared / never run, with its estimated re-run time (:func:`ledger.estimate`); with ``plan_minutes``,
+    which pending pipelines fit that budget, in dependency order (:func:`ledger.plan`)."""
+    entries, _ = ledger.read_ledger(repo)
+    stale, locked = stale_pipelines(repo), _locked(repo)
+    sources = {ledger.pipeline_name(PROFILE_FILES[f"pipelines/{n}/params.yaml"]): ledger.pipeline_name(
+        PROFILE_FILES[src]) for n, (src, _) in DERIVED.items()}
+    lines, minutes = [], {}
+    for name in _names():
+        est = ledger.estimate(repo, name, sources.get(name))
+        minutes[name] = None if est is None else est["minutes"]
+        eta = "no measured run" if est is None else (
+            f"{_minutes(est['minutes'])} ({est['how']}: {est['from']}; CPU {est['cpu'] or 'not recorded'})")
+        if name not in locked:
+            lines.append(f"{name:14} never run")
+            continue
+        if name not in stale:
+            lines.append(f"{name:14} fresh" + (f"   [stale? no; but listed in {ledger.LEDGER}]" if name in entries else ""))
+            continue
+        stages = sorted({s for s in map(_stage_of, stale[name]) if s})
+        state = (f"pending: results at {entries[name].short}, why: {entries[name].why}" if name in entries else
+                 ("STALE (the world is never pending: re-run it)" if name == ledger.WORLD
+                  else f"STALE and not in {ledger.LEDGER}"))
+        lines.append(f"{name:14} {state}\n{'':14} stale stages ({len(stages)}): {', '.join(stages[:6]) or '-'}"
+                     f"{f', ... (+{len(stages) - 6})' if len(stages) > 6 else ''}\n"
+                     f"{'':14} re-run: dvc repro {Path(_dvc_yaml_of(name))}   {eta}")
+    if plan_minutes is not None:
+        pending = [n for n in _names() if n in stale and n != ledger.WORLD]
+        must = [ledger.WORLD] if ledger.WORLD in stale else []
+        budget = plan_minutes - sum(minutes.get(n) or 0.0 for n in must)
+        taken, left = ledger.plan(pending, budget, _upstream(repo), minutes)
+        lines.append(f"\nplan for {plan_minutes:g} min (dependency order; estimates are whole-pipeline times):")
+        for i, name in enumerate([*must, *taken], 1):
+            m = minutes.get(name)
+            lines.append(f"  {i}. dvc repro {_dvc_yaml_of(name)}   ({_minutes(m)})" if m is not None
+                         else f"  {i}. dvc repro {_dvc_yaml_of(name)}")
+        if not must and not taken:
+            lines.append("  nothing fits")
+        if left:
+            lines.append(f"  left for later: {', '.join(left)}")
+        lines.append(f"  then remove each re-run pipeline from {ledger.LEDGER}, python -m concrete_jungle.lineage "
+                     "write, and commit the locks with their results")
+    return "\n".join(lines)
+
+
+def _dvc_yaml_of(name: str) -> str:
+    return next(d for d in _pipelines() if ledger.pipeline_name(d) == name)
 
 
 def _pipelines() -> list[str]:
@@ -658,21 +793,29 @@ def prune(dvc_yaml: str, repo: Path = REPO) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m concrete_jungle.lineage write|check|prune``; ``check`` exits 1 naming every problem; ``prune``
-    drops lock entries of stages a pipeline no longer has (``--pipeline``, default every pipeline)."""
+    """``python -m concrete_jungle.lineage write|check|prune|status``; ``check`` exits 1 naming every problem;
+    ``prune`` drops lock entries of stages a pipeline no longer has (``--pipeline``, default every pipeline);
+    ``status [--plan MINUTES]`` prints each pipeline's state and, with ``--plan``, the pending re-runs that fit."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["write", "check", "prune"])
+    ap.add_argument("command", choices=["write", "check", "prune", "status"])
     ap.add_argument("--pipeline", action="append", help="prune: a dvc.yaml (repeatable; default every pipeline)")
+    ap.add_argument("--plan", type=float, metavar="MINUTES",
+                    help="status: which pending re-runs fit this many minutes, in dependency order")
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout (default: this package's)")
     args = ap.parse_args(argv)
+    if args.plan is not None and (args.command != "status" or args.plan <= 0):
+        ap.error("--plan takes a positive number of minutes, with status")
     if args.command == "write":
         print("\n".join(write(args.repo.resolve())))
         return 0
     if args.command == "prune":
         for dvc_yaml in args.pipeline or _pipelines():
             print(f"{dvc_yaml}: pruned {prune(dvc_yaml, args.repo.resolve()) or 'nothing'}")
+        return 0
+    if args.command == "status":
+        print(status(args.repo.resolve(), args.plan))
         return 0
     problems = check(args.repo.resolve())
     for line in problems:

@@ -7,8 +7,9 @@ One loop serves both (paper Sec. 2.3 / 3):
 
 Optimisation (open_clip's recipe): AdamW (betas 0.9/0.98, eps 1e-6; no weight decay on gains, biases and the
 logit scale), linear warm-up then cosine decay of the learning rate, optional gradient-norm clipping, bf16 autocast
-when ``precision: bf16`` (on GPU and CPU), and after every step the raw logit-scale parameter (log space) is clamped
-to [0, ln 100], i.e. the exponentiated scale that multiplies cosine similarities stays <= 100.
+when ``precision: bf16`` or when ``auto`` resolves to bf16 (only where native: CUDA, a CPU with AMX;
+:mod:`concrete_jungle.machine`), and after every step the raw logit-scale parameter (log space) is clamped to
+[0, ln 100], i.e. the exponentiated scale that multiplies cosine similarities stays <= 100.
 
 Per logged step dvclive receives every loss term, ``train/logit_scale_exp`` (the **exponentiated** scale,
 multiplier of cosines, <= 100), the learning rate, the total gradient norm before clipping (``train/grad_norm``,
@@ -93,6 +94,7 @@ from concrete_jungle.datasets import (  # noqa: F401 (the training inputs, re-ex
     make_loader,
 )
 from concrete_jungle.losses import evaluate_loss
+from concrete_jungle.machine import machine_info, resolve_precision
 from concrete_jungle.resume import (  # noqa: F401 (the training state, re-exported)
     STATE_FORMAT_VERSION,
     capture_rng_state,
@@ -394,7 +396,9 @@ def train_contrastive(
 
     Returns:
         ``{"steps", "samples_per_s" (rows of this process's run segment a second, all ranks), "wall_s" (this
-        segment), "resumed_from_step" (0 for a fresh run), the last logged metrics ...}`` (finite floats).
+        segment), "resumed_from_step" (0 for a fresh run), the last logged metrics ..., "precision" (the one
+        computed in: ``loop.precision`` with ``auto`` resolved by ``machine.resolve_precision``), "machine"
+        (``machine.machine_info(timing=False)``: CPU model, ISA flags, torch threads)}`` (the numbers finite floats).
 
     Raises:
         RuntimeError: another run holds the lock on ``state_path``'s folder (raised before any training; names
@@ -475,8 +479,10 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     raw = bundle.model.to(device)
     raw.train()
     bundle.device = device
-    # The loop's precision decides autocast; ModelBundle.autocast also picks the fast CPU attention kernel for bf16.
-    bundle.spec = bundle.spec.model_copy(update={"precision": loop.precision})
+    # The loop's precision decides autocast (``auto``: bf16 only where native, concrete_jungle.machine);
+    # ModelBundle.autocast also picks the fast CPU attention kernel for bf16.
+    precision = resolve_precision(loop.precision, device)
+    bundle.spec = bundle.spec.model_copy(update={"precision": precision})
     sampler = anchor_sampler(dataset, ctx, seed)
     steps_per_epoch = len(sampler) // n
     if steps_per_epoch == 0:
@@ -634,4 +640,5 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     if ctx.enabled:
         torch.distributed.barrier()
     return {"steps": step, "samples_per_s": (seen - seen_start) / max(elapsed, 1e-9), "wall_s": elapsed,
-            "resumed_from_step": resumed_from, **last}
+            "resumed_from_step": resumed_from, **last, "precision": precision,
+            "machine": machine_info(device, timing=False)}
