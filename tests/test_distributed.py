@@ -333,8 +333,8 @@ def _train(out_dir: str, records: list[dict], mode: str) -> dict:
 
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
     ds = ConcreteBatchDataset(records, bundle.preprocess_val, bundle.tokenizer)
-    loop = LoopParams(epochs=1, batch_size=4, lr=1e-4, warmup_frac=0.0, log_every=1, num_threads=1) \
-        .model_copy(update={"distributed_loss": mode, "checkpoint_every": 1})
+    loop = LoopParams(epochs=1, batch_size=4, lr=1e-4, warmup_frac=0.0, log_every=1, num_threads=1,
+                      precision="fp32").model_copy(update={"distributed_loss": mode, "checkpoint_every": 1})
     return train_contrastive(bundle, ds, build_loss("cement", MARGIN), loop, seed=0,
                              live_dir=os.path.join(out_dir, mode, "live"),
                              checkpoint_path=os.path.join(out_dir, mode, "checkpoint.pt"), params_dump={"p": 1},

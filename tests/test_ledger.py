@@ -58,10 +58,23 @@ def test_read_ledger_refuses_malformed_entries_by_name(tmp_path):
     entries, probs = ledger.read_ledger(tmp_path)
     assert entries == {"real": Entry(C, "precision auto")}
     assert probs == [
-        "pipelines/pending.yaml: world_seed1: results_at must be a commit (7-40 hex digits), got 'HEAD'",
+        "pipelines/pending.yaml: world_seed1: results_at must be a commit written as a string (7-40 hex digits, "
+        "quoted when all digits), got 'HEAD'",
         "pipelines/pending.yaml: controls: why must be one non-empty line",
         "pipelines/pending.yaml: world_type: unknown keys ['by'] (only results_at and why)",
         "pipelines/pending.yaml: paper: must be a mapping with results_at and why"]
+    (tmp_path / ledger.LEDGER).write_text("real:\n  results_at: 0712345\n  why: x\n")  # YAML reads an octal int
+    assert ledger.read_ledger(tmp_path)[1] == [
+        "pipelines/pending.yaml: real: results_at must be a commit written as a string (7-40 hex digits, quoted when "
+        "all digits), got 234725"]
+    (tmp_path / ledger.LEDGER).write_text(f"real:\n  results_at: {C.upper()}\n  why: x\nreal:\n  results_at: {C}\n"
+                                          "  why: y\n")
+    (dup,) = ledger.read_ledger(tmp_path)[1]
+    assert dup.startswith("pipelines/pending.yaml: not valid YAML") and "duplicate key 'real'" in dup
+    (tmp_path / ledger.LEDGER).write_text(f"real:\n  results_at: {C.upper()}\n  why: x\n")
+    assert ledger.read_ledger(tmp_path) == ({"real": Entry(C, "x")}, [])  # git accepts upper-case hex
+    (tmp_path / ledger.LEDGER).write_bytes(f"real:\n  results_at: {C}\n  why: caf\xe9\n".encode("latin-1"))
+    assert ledger.read_ledger(tmp_path)[1][0].startswith("pipelines/pending.yaml: not UTF-8")
     (tmp_path / ledger.LEDGER).write_text("- real\n")
     assert ledger.read_ledger(tmp_path) == ({}, [
         "pipelines/pending.yaml: must map pipeline names to {results_at, why}, got list"])
@@ -83,10 +96,20 @@ def test_results_at_must_be_the_commit_of_the_lock_committed_now(tmp_path):
     _git(tmp_path, "commit", "-q", "-m", "real run")
     first = _git(tmp_path, "rev-parse", "HEAD")
     stale = {"real": ["pipelines/real/dvc.yaml:a: changed deps"]}
+    (tmp_path / "code.py").write_text("x = 1\n")  # the change that stales it
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "change")
     assert problems(tmp_path, stale, {"real": Entry(first, "x")}) == []
     assert problems(tmp_path, stale, {"real": Entry(first[:7], "x")}) == []
     assert problems(tmp_path, stale, {"real": Entry("0" * 40, "x")}) == [
         f"pipelines/pending.yaml: real: results_at {'0' * 40} is not a commit of this repository"]
+    head = _git(tmp_path, "rev-parse", "HEAD")
+    assert problems(tmp_path, stale, {"real": Entry(head, "x")}) == [
+        "pipelines/pending.yaml: real: results_at is HEAD itself, the commit whose code stales it: name the commit at "
+        "which its lock was last fresh"]
+    elsewhere = _git(tmp_path, "commit-tree", f"{first}^{{tree}}", "-m", "not in the history")
+    assert problems(tmp_path, stale, {"real": Entry(elsewhere, "x")}) == [
+        f"pipelines/pending.yaml: real: results_at {elsewhere[:7]} is not in the history of HEAD"]
     lock.write_text("schema: '2.0'\nstages: {a: {cmd: y}}\n")  # re-run later: the entry must name that commit
     _git(tmp_path, "commit", "-q", "-am", "real re-run")
     assert problems(tmp_path, stale, {"real": Entry(first, "x")}) == [
@@ -94,13 +117,26 @@ def test_results_at_must_be_the_commit_of_the_lock_committed_now(tmp_path):
         "results_at to the commit of its last re-run"]
 
 
+def test_a_pending_pipeline_whose_committed_results_changed_fails(tmp_path):
+    stale = {"world_seed1": [
+        "pipelines/world_seed1/dvc.yaml:base_model: changed params {...}",
+        f"pipelines/world_seed1/dvc.yaml:score_benchmark: {ledger.CHANGED_RESULTS} "
+        "{'metrics/world_seed1/evaluate/sugarcrepe': 'modified'}"]}
+    got = problems(tmp_path, stale, {"world_seed1": Entry(C, "x")})
+    assert got[0].startswith("world_seed1 pipeline is pending, but its committed results differ from its lock")
+    assert got[1:] == [f"  {stale['world_seed1'][1]}"]
+
+
 def test_provenance_in_the_index_and_in_readme_blocks(tmp_path):
     (tmp_path / "reports" / "real").mkdir(parents=True)
     entries, locked = {"real": Entry(C, "precision auto")}, {"world", "real"}
-    index = ledger.render_index(["world", "real", "paper"], entries, locked, tmp_path)
+    index = ledger.render_index(["world", "real", "paper", "controls"], entries, locked | {"controls"}, tmp_path,
+                                {"controls": {"real", "world"}})
     assert "| world | — | fresh: made by this commit's code, data and params |" in index
     assert "| real | `reports/real/` | results at `2c978be`, pending re-run: precision auto |" in index
     assert "| paper | — | never run here (no lock, no results) |" in index
+    assert ("| controls | — | fresh: made by this commit's code from the committed results of pending real (see their "
+            "lines) |") in index
     text = "# R\n<!-- provenance: real world -->\nold line\n<!-- /provenance -->\nrest\n"
     filled = ledger.fill_blocks(text, entries, locked, NAMES)
     assert filled == ("# R\n<!-- provenance: real world -->\n"
@@ -108,11 +144,27 @@ def test_provenance_in_the_index_and_in_readme_blocks(tmp_path):
                       "> *Provenance* — **world**: fresh: made by this commit's code, data and params.  \n"
                       "<!-- /provenance -->\nrest\n")
     assert ledger.fill_blocks(filled, entries, locked, NAMES) == filled  # idempotent
-    shared = ledger.fill_blocks("<!-- provenance: real world_seed1 -->\n<!-- /provenance -->",
+    shared = ledger.fill_blocks("<!-- provenance: real world_seed1 world -->\n<!-- /provenance -->",
                                 {"real": Entry(C, "p"), "world_seed1": Entry(C, "p")}, locked | {"world_seed1"}, NAMES)
     assert "> *Provenance* — **real**, **world_seed1**: results at `2c978be`, pending re-run: p.  " in shared
-    with pytest.raises(ValueError, match="unknown pipeline 'rael'"):
-        ledger.fill_blocks("<!-- provenance: rael -->\n<!-- /provenance -->", entries, locked, NAMES)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("<!-- provenance: rael world -->\n<!-- /provenance -->", "line 1: provenance block names unknown pipeline(s) "
+                                                                "['rael']"),
+    ("<!-- provenance: real-seed1 -->\n<!-- /provenance -->", "unknown pipeline(s) ['real-seed1']"),
+    # a lost closing line must not swallow the text up to the next block's end
+    ("<!-- provenance: real -->\nprose\n<!-- provenance: world -->\n<!-- /provenance -->",
+     "line 1: provenance block ['real'] has no '<!-- /provenance -->' line"),
+    ("<!--  provenance: real world -->\n<!-- /provenance -->", "line 1: '<!--  provenance: real world -->' is not"),
+    ("<!-- /provenance -->\n", "line 1: '<!-- /provenance -->' is not an opening"),
+    ("# no block at all\n", "no provenance block names the locked pipeline(s) ['real', 'world']"),
+    ("<!-- provenance: real -->\n<!-- /provenance -->", "no provenance block names the locked pipeline(s) ['world']"),
+])
+def test_a_provenance_block_written_otherwise_is_named_not_rewritten(text, message):
+    with pytest.raises(ValueError) as err:
+        ledger.fill_blocks(text, {"real": Entry(C, "x")}, {"world", "real"}, NAMES)
+    assert message in str(err.value)
 
 
 def test_estimate_reads_the_latest_benchmark_json(tmp_path):
@@ -124,6 +176,7 @@ def test_estimate_reads_the_latest_benchmark_json(tmp_path):
         "stages/base_model.py --params pipelines/world_seed1/params.yaml": 60.0,
         "stages/train.py --family infonce --params pipelines/world_seed1/params.yaml": 120.0,
         "stages/controls.py seeds --params params.yaml pipelines/world_seed1/params.yaml": 30.0}}))
+    (results / "dvc_repro_broken.json").write_text("{not json")
     assert ledger.estimate(tmp_path, "world") == {"minutes": 9.0, "from": "benchmarks/results/dvc_repro_world.json",
                                                   "cpu": "AMD EPYC [avx2 avx512_bf16]", "how": "measured"}
     seed = ledger.estimate(tmp_path, "world_seed1", "world")
@@ -131,6 +184,8 @@ def test_estimate_reads_the_latest_benchmark_json(tmp_path):
     assert ledger.estimate(tmp_path, "controls")["minutes"] == 0.5
     typed = ledger.estimate(tmp_path, "world_type", "world")
     assert typed["minutes"] == 9.0 and typed["how"].startswith("as world (derived")
+    assert ledger.estimate(tmp_path, "real") is None
+    (results / "dvc_repro_real.json").write_text(json.dumps({"wall_s": 60.0, "exit_code": 1}))  # a failed run
     assert ledger.estimate(tmp_path, "real") is None
 
 
@@ -177,6 +232,12 @@ def test_status_and_plan_on_this_tree(monkeypatch):
     text = lineage.status(lineage.REPO, plan_minutes=30)
     assert "world          STALE (the world is never pending: re-run it)" in text
     assert "  1. dvc repro dvc.yaml" in text  # a stale world always comes first
+    text = lineage.status(lineage.REPO, plan_minutes=1)
+    assert "  the stale world alone needs ~" in text and ": over the budget" in text
+    del stale["world"], stale["controls"]  # the controls fresh: re-running what they gather stales them
+    text = lineage.status(lineage.REPO, plan_minutes=60)
+    assert ("dvc repro pipelines/controls/dvc.yaml   (<1 min)   [it gathers world_n1024, world_seed1: stale once "
+            "they are re-run; re-run it too or declare it pending]") in text
 
 
 def test_status_cli_refuses_a_plan_without_minutes(capsys):

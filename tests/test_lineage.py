@@ -189,3 +189,11 @@ def test_ledger_rules_on_a_throwaway_copy(tmp_path):
     dvc_yaml.write_text(dvc_yaml.read_text() + "# edited by hand\n")
     assert lineage.check(work, set()) == [
         "pipelines/world_seed1/dvc.yaml differs from the spec: run python -m concrete_jungle.lineage write"]
+    lineage.write(work)
+    # a deleted lock does not hide a stale pipeline: its committed results stay, and the world always has a lock
+    (work / "pipelines/world_seed1/dvc.lock").unlink()
+    (work / "dvc.lock").unlink()
+    got = lineage.check(work, set())
+    assert "world pipeline has no lock dvc.lock, and the world always has one" in got
+    assert ("world_seed1 pipeline has no lock pipelines/world_seed1/dvc.lock, yet committed results "
+            "(metrics/world_seed1/ or reports/world_seed1/): restore the lock or remove them") in got

@@ -11,9 +11,13 @@ its committed results come from (the last commit at which its lock was fresh)::
 :func:`ledger_problems` holds the ledger to the pipelines' real state (``python -m concrete_jungle.lineage check``):
 a stale pipeline missing from the ledger fails (b), an entry for a fresh or never-run pipeline fails (c), and the
 world pipeline (a bare ``dvc repro``) is never pending (d): a change that stales it re-runs it in the same landing.
-:func:`provenance` / :func:`render_index` say, wherever results are read (the README, ``reports/README.md``), which
-results are pending and since which commit; they read only the ledger and which locks exist, so declaring a
-pipeline pending stales no stage. :func:`estimate` and :func:`plan` serve ``lineage status [--plan MINUTES]``.
+An entry excuses changed code, data, params and upstream results only: a pending pipeline whose committed results
+(metrics, reports) differ from its lock still fails, and so does a ``results_at`` outside HEAD's history, equal to
+HEAD once the ledger is committed, or whose lock differs from the committed one.
+:func:`provenance` / :func:`render_index` / :func:`fill_blocks` say, wherever results are read (the README,
+``reports/README.md``), which results are pending and since which commit, and which fresh results were gathered
+from pending ones; they read only the ledger, which locks exist and the dvc.yaml deps, so declaring a pipeline
+pending stales no stage. :func:`estimate` and :func:`plan` serve ``lineage status [--plan MINUTES]``.
 This module imports no torch and no DVC.
 """
 
@@ -28,14 +32,16 @@ from typing import Any
 
 import yaml
 
-__all__ = ["LEDGER", "WORLD", "Entry", "pipeline_name", "read_ledger", "ledger_problems", "estimate", "plan",
+__all__ = ["LEDGER", "WORLD", "CHANGED_RESULTS", "Entry", "pipeline_name", "read_ledger", "ledger_problems", "estimate", "plan",
            "provenance", "render_index", "fill_blocks"]
 
 #: the ledger file, relative to the repository root
 LEDGER = "pipelines/pending.yaml"
 #: the default pipeline (a bare ``dvc repro``): never pending
 WORLD = "world"
-_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+_HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
+#: the kind of problem ``lineage`` reports when committed results (metrics/, reports/) differ from their lock
+CHANGED_RESULTS = "changed committed results"
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,9 @@ def read_ledger(repo: Path) -> tuple[dict[str, Entry], list[str]]:
     if not path.is_file():
         return {}, []
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeys) or {}
+    except UnicodeDecodeError as err:
+        return {}, [f"{LEDGER}: not UTF-8 ({err})"]
     except yaml.YAMLError as err:
         return {}, [f"{LEDGER}: not valid YAML ({err})"]
     if not isinstance(data, dict):
@@ -75,16 +83,34 @@ def read_ledger(repo: Path) -> tuple[dict[str, Entry], list[str]]:
             problems.append(f"{where}: must be a mapping with results_at and why")
             continue
         extra = set(entry) - {"results_at", "why"}
-        commit, why = str(entry.get("results_at") or ""), entry.get("why")
+        commit, why = entry.get("results_at"), entry.get("why")
         if extra:
-            problems.append(f"{where}: unknown keys {sorted(extra)} (only results_at and why)")
-        elif not _HEX.match(commit):
-            problems.append(f"{where}: results_at must be a commit (7-40 hex digits), got {entry.get('results_at')!r}")
+            problems.append(f"{where}: unknown keys {sorted(map(str, extra))} (only results_at and why)")
+        elif not isinstance(commit, str) or not _HEX.match(commit):  # an all-digit hash must be quoted in YAML
+            problems.append(f"{where}: results_at must be a commit written as a string (7-40 hex digits, quoted "
+                            f"when all digits), got {commit!r}")
         elif not isinstance(why, str) or not why.strip() or "\n" in why.strip():
             problems.append(f"{where}: why must be one non-empty line")
         else:
-            ledger[str(name)] = Entry(commit, why.strip())
+            ledger[str(name)] = Entry(commit.lower(), why.strip())
     return ledger, problems
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """A YAML loader that refuses a key given twice (a pipeline listed twice would keep only its last entry)."""
+
+
+def _no_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -102,7 +128,15 @@ def _results_at_problem(repo: Path, name: str, entry: Entry, lock_rel: str) -> s
         if _git(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true":
             return None
         return f"{LEDGER}: {name}: results_at {entry.results_at} is not a commit of this repository"
-    then = _git(repo, "show", f"{found.stdout.strip()}:{lock_rel}")
+    commit = found.stdout.strip()
+    if _git(repo, "merge-base", "--is-ancestor", commit, "HEAD").returncode != 0:
+        return f"{LEDGER}: {name}: results_at {entry.short} is not in the history of HEAD"
+    head = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    ledger_committed = _git(repo, "diff", "--quiet", "HEAD", "--", LEDGER).returncode == 0
+    if commit == head and ledger_committed:
+        return (f"{LEDGER}: {name}: results_at is HEAD itself, the commit whose code stales it: name the commit "
+                "at which its lock was last fresh")
+    then = _git(repo, "show", f"{commit}:{lock_rel}")
     if then.returncode != 0:
         return f"{LEDGER}: {name}: {lock_rel} does not exist at results_at {entry.short}"
     if then.stdout != (repo / lock_rel).read_text():
@@ -124,8 +158,9 @@ def ledger_problems(repo: Path, stale: dict[str, list[str]], locked: set[str], n
 
     Returns:
         One line per problem: (b) a stale pipeline not in the ledger (its problems follow), (c) an entry for a fresh
-        or never-run pipeline or an unknown name, (d) the world stale or in the ledger, and results_at that is not
-        the commit of the lock committed now.
+        or never-run pipeline or an unknown name, (d) the world stale or in the ledger; a pending pipeline whose
+        committed results (metrics, reports) differ from its lock; a results_at that is not in the history of HEAD,
+        is HEAD itself once the ledger is committed, or whose lock differs from the lock committed now.
     """
     problems = []
     for name, why in stale.items():
@@ -136,6 +171,10 @@ def ledger_problems(repo: Path, stale: dict[str, list[str]], locked: set[str], n
             problems.append(f"{name} pipeline is stale and not in {LEDGER}: re-run it (dvc repro "
                             f"{_dvc_yaml(name)}) or declare it pending (results_at, why)")
             problems += [f"  {p}" for p in why]
+        elif changed := [p for p in why if f": {CHANGED_RESULTS} " in p]:
+            problems.append(f"{name} pipeline is pending, but its committed results differ from its lock (a pending "
+                            f"pipeline's results are those of results_at): restore them or re-run it")
+            problems += [f"  {p}" for p in changed]
     for name, entry in ledger.items():
         if name == WORLD:
             problems.append(f"{LEDGER}: {WORLD} is never pending (a fresh clone's dvc repro must be a no-op)")
@@ -160,7 +199,7 @@ def _lock(name: str) -> str:
 
 # ------------------------------------------------------------------------------------------------ estimate
 def estimate(repo: Path, name: str, source: str | None = None) -> dict[str, Any] | None:
-    """The latest measured re-run time of pipeline ``name`` from ``benchmarks/results/dvc_repro_*.json``:
+    """The measured re-run time of pipeline ``name`` from ``benchmarks/results/dvc_repro_*.json`` (runs that exited 0):
     ``{"minutes", "from" (the JSON), "cpu" (its CPU model, or None where it was not recorded), "how"}``, or None.
 
     Looked up in order: ``dvc_repro_<name>.json`` (its ``wall_s``; not for ``controls``, whose run also re-ran the
@@ -169,15 +208,19 @@ def estimate(repo: Path, name: str, source: str | None = None) -> dict[str, Any]
     ``source``'s estimate (``how`` says so)."""
     results = repo / "benchmarks" / "results"
     own = results / f"dvc_repro_{name}.json"
-    if own.is_file() and name != "controls":  # the controls' JSON timed the pipelines it gathers too
-        data = json.loads(own.read_text())
+    data = _run_json(own)
+    if data is not None and isinstance(data.get("wall_s"), (int, float)) and name != "controls":
+        # (the controls' JSON timed the pipelines it gathers too)
         return {"minutes": data["wall_s"] / 60, "from": own.relative_to(repo).as_posix(), "cpu": _cpu(data),
                 "how": "measured"}
     marker = "stages/controls.py" if name == "controls" else f"--params pipelines/{name}/params.yaml"
     for other in sorted(results.glob("dvc_repro_*.json")):
-        data = json.loads(other.read_text())
-        secs = [s for cmd, s in (data.get("stage_wall_s") or {}).items()
-                if (cmd.startswith(marker) if name == "controls" else cmd.endswith(marker))]
+        data = _run_json(other)
+        if data is None:
+            continue
+        secs = [s for cmd, s in (data.get("stage_wall_s") or {}).items() if isinstance(s, (int, float))
+                and (cmd.startswith(marker) if name == "controls"
+                     else cmd.endswith(marker) and not cmd.startswith("stages/controls.py"))]
         if secs:
             return {"minutes": sum(secs) / 60, "from": other.relative_to(repo).as_posix(), "cpu": _cpu(data),
                     "how": "sum of its stages in a larger run"}
@@ -186,6 +229,15 @@ def estimate(repo: Path, name: str, source: str | None = None) -> dict[str, Any]
         if found is not None:
             return {**found, "how": f"as {source} (derived from it; not measured itself)"}
     return None
+
+
+def _run_json(path: Path) -> dict | None:
+    """A benchmark JSON of a run that succeeded (``exit_code`` 0 or absent), else None (absent, unreadable, failed)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("exit_code", 0) == 0 else None
 
 
 def _cpu(data: dict) -> str | None:
@@ -220,13 +272,19 @@ def plan(pending: list[str], minutes: float, upstream: dict[str, set[str]],
 
 
 # ---------------------------------------------------------------------------------------------- provenance
-def provenance(name: str, ledger: dict[str, Entry], locked: set[str]) -> str:
-    """One line on where pipeline ``name``'s committed results come from."""
+def provenance(name: str, ledger: dict[str, Entry], locked: set[str],
+               upstream: dict[str, set[str]] | None = None) -> str:
+    """One line on where pipeline ``name``'s committed results come from; a fresh pipeline that gathers pending
+    ones (``upstream``: name -> the pipelines whose outputs it reads) says so."""
     if name in ledger:
         e = ledger[name]
         return f"results at `{e.short}`, pending re-run: {e.why}"
     if name not in locked:
         return "never run here (no lock, no results)"
+    reads = sorted((upstream or {}).get(name, set()) & set(ledger))
+    if reads:
+        return (f"fresh: made by this commit's code from the committed results of pending {', '.join(reads)} "
+                "(see their lines)")
     return "fresh: made by this commit's code, data and params"
 
 
@@ -242,34 +300,58 @@ lock lags the code openly: its results are those of the commit named, and its re
 """
 
 
-def render_index(names: list[str], ledger: dict[str, Entry], locked: set[str], repo: Path) -> str:
+def render_index(names: list[str], ledger: dict[str, Entry], locked: set[str], repo: Path,
+                 upstream: dict[str, set[str]] | None = None) -> str:
     """The text of ``reports/README.md``: a row per pipeline with its reports / metrics folders and
     :func:`provenance`."""
     rows = []
     for name in names:
         folders = [f"`{d}/{name}/`" for d in ("reports", "metrics") if (repo / d / name).is_dir()]
-        rows.append(f"| {name} | {', '.join(folders) or '—'} | {provenance(name, ledger, locked)} |")
+        rows.append(f"| {name} | {', '.join(folders) or '—'} | {provenance(name, ledger, locked, upstream)} |")
     return _INDEX_HEAD.format(ledger=LEDGER) + "\n".join(rows) + "\n"
 
 
-_BLOCK = re.compile(r"(<!-- provenance: (?P<names>[\w ]+?) -->\n)(?P<body>.*?)(<!-- /provenance -->)", re.S)
+_OPEN, _CLOSE = "<!-- provenance: ", "<!-- /provenance -->"
+_MARKER = re.compile(r"^\s*<!--\s*/?\s*provenance\b", re.I)
 
 
-def fill_blocks(text: str, ledger: dict[str, Entry], locked: set[str], names: list[str]) -> str:
-    """``text`` (a Markdown file such as the README) with every ``<!-- provenance: a b -->`` ...
-    ``<!-- /provenance -->`` block filled with the :func:`provenance` of each named pipeline (one line for the
-    pipelines that share it).
+def fill_blocks(text: str, ledger: dict[str, Entry], locked: set[str], names: list[str],
+                upstream: dict[str, set[str]] | None = None) -> str:
+    """``text`` (a Markdown file such as the README) with every block from a line ``<!-- provenance: a b -->`` to
+    the next line ``<!-- /provenance -->`` filled with the :func:`provenance` of each named pipeline (one line for
+    the pipelines that share it). Every locked pipeline must be named by some block, so that no pipeline's results
+    are quoted without their provenance.
 
     Raises:
-        ValueError: a block names an unknown pipeline.
+        ValueError: a block names an unknown pipeline; an opening line without its closing line (or a closing line
+            without an opening), or a provenance marker not written exactly so (named by line number); a locked
+            pipeline named by no block.
     """
-    def fill(m: re.Match) -> str:
+    lines = text.split("\n")
+    out, named, i = [], set(), 0
+    while i < len(lines):
+        line = lines[i]
+        if not _MARKER.match(line):
+            out.append(line)
+            i += 1
+            continue
+        if not (line.startswith(_OPEN) and line.endswith(" -->")) or line.startswith(_CLOSE):
+            raise ValueError(f"line {i + 1}: {line.strip()!r} is not an opening '{_OPEN}<names> -->' line, or stands "
+                             f"without one")
+        block = line[len(_OPEN):-len(" -->")].split()
+        if unknown := [n for n in block if n not in names]:
+            raise ValueError(f"line {i + 1}: provenance block names unknown pipeline(s) {unknown} (known: "
+                             f"{', '.join(names)})")
+        end = next((j for j in range(i + 1, len(lines)) if _MARKER.match(lines[j])), None)
+        if end is None or lines[end] != _CLOSE:
+            raise ValueError(f"line {i + 1}: provenance block {block} has no '{_CLOSE}' line before the next marker")
         said: dict[str, list[str]] = {}  # pipelines with the same provenance share a line
-        for name in m.group("names").split():
-            if name not in names:
-                raise ValueError(f"provenance block names an unknown pipeline {name!r} (known: {', '.join(names)})")
-            said.setdefault(provenance(name, ledger, locked), []).append(f"**{name}**")
-        body = [f"> *Provenance* — {', '.join(who)}: {line}.  " for line, who in said.items()]
-        return m.group(1) + "\n".join(body) + "\n" + m.group(4)
-
-    return _BLOCK.sub(fill, text)
+        for name in block:
+            said.setdefault(provenance(name, ledger, locked, upstream), []).append(f"**{name}**")
+        out += [line, *(f"> *Provenance* — {', '.join(who)}: {text_}.  " for text_, who in said.items()), _CLOSE]
+        named |= set(block)
+        i = end + 1
+    if missing := sorted(locked - named):
+        raise ValueError(f"no provenance block names the locked pipeline(s) {missing}: add them where their "
+                         "results are quoted")
+    return "\n".join(out)

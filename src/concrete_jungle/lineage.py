@@ -540,14 +540,17 @@ def _generated(repo: Path) -> dict[str, Any]:
     files: dict[str, Any] = {f"pipelines/{name}/params.yaml": (lambda n=name: derived_params(n, repo)) for name in DERIVED}
     files.update({dvc_yaml: (lambda f=params_file: render(f, repo)) for params_file, dvc_yaml in PROFILE_FILES.items()})
     files[CONTROLS] = lambda: render(CONTROLS, repo)
-    files[INDEX] = lambda: ledger.render_index(_names(), ledger.read_ledger(repo)[0], _locked(repo), repo)
+    files[INDEX] = lambda: ledger.render_index(_names(), ledger.read_ledger(repo)[0], _locked(repo), repo,
+                                               _upstream(repo))
     files["README.md"] = lambda: ledger.fill_blocks((repo / "README.md").read_text(), ledger.read_ledger(repo)[0],
-                                                    _locked(repo), _names())
+                                                    _locked(repo), _names(), _upstream(repo))
     return files
 
 
 #: the index of every pipeline's results and their provenance (generated; outside the DAG)
 INDEX = "reports/README.md"
+#: outputs committed to git (``cache: false``): a difference from the lock there is a changed result, not staleness
+COMMITTED_OUTS = ("metrics/", "reports/")
 
 
 def _names() -> list[str]:
@@ -631,6 +634,10 @@ def _status_problems(dvc_yaml: str, lock: dict, repo: Path, everywhere: dict | N
             for kind, items in change.items():
                 if kind == "changed outs":
                     bad = {k: v for k, v in items.items() if v not in ("deleted", "not in cache")}
+                    committed = {k: v for k, v in bad.items() if k.startswith(COMMITTED_OUTS)}
+                    if committed:  # results in git that differ from their lock: never excused by the ledger
+                        problems.append(f"{dvc_yaml}:{stage}: {ledger.CHANGED_RESULTS} {committed}")
+                    bad = {k: v for k, v in bad.items() if k not in committed}
                 elif kind == "changed deps":
                     bad = {k: v for k, v in items.items() if not (v == "deleted" and _made_here(k, produced))}
                 else:
@@ -661,22 +668,34 @@ def stale_pipelines(repo: Path = REPO, only: set[str] | None = None) -> dict[str
 
 def check(repo: Path = REPO, only: set[str] | None = None) -> list[str]:
     """Every problem with the committed pipelines of the checkout ``repo`` (empty when all hold); see the module
-    docstring: (a) a generated file that differs from the spec, (b) a stale pipeline not in the ledger, (c) a ledger
-    entry for a fresh or never-run pipeline, (d) the world pipeline stale, and a malformed ledger. ``only``: the
-    pipelines whose locks are looked at (tests; the ledger's other entries are then not checked)."""
+    docstring: (a) a generated file that differs from the spec or cannot be rendered, (b) a stale pipeline not in
+    the ledger, (c) a ledger entry for a fresh, never-run or unknown pipeline or with a wrong results_at, (d) the
+    world pipeline stale or without a lock; a malformed ledger, a pending pipeline whose committed results differ
+    from its lock, a pipeline with committed results but no lock. ``only``: the pipelines whose locks are looked at
+    (tests; the ledger's other entries are then not checked)."""
     entries, problems = ledger.read_ledger(repo)
     for path, text in _generated(repo).items():
         try:
             same = (repo / path).is_file() and (repo / path).read_text() == text()
-        except (OSError, ValueError) as err:  # a derived params file the pipeline needs is absent or invalid
-            problems.append(f"{path}: cannot render it ({type(err).__name__}: {err}); run python -m "
-                            "concrete_jungle.lineage write")
+        except (OSError, ValueError) as err:  # a derived params file absent or invalid, a bad provenance block
+            problems.append(f"{path}: cannot render it ({type(err).__name__}: {err}); mend what it names, then "
+                            "python -m concrete_jungle.lineage write")
             continue
         if not same:
             problems.append(f"{path} differs from the spec: run python -m concrete_jungle.lineage write")
+    locked = _locked(repo)
+    for name in _names():  # a deleted lock must not hide a stale pipeline
+        if name not in locked and (name == ledger.WORLD or any((repo / d / name).is_dir() for d in COMMITTED_OUTS)):
+            problems.append(f"{name} pipeline has no lock {_lock_of(name)}, " + (
+                "and the world always has one" if name == ledger.WORLD else
+                f"yet committed results (metrics/{name}/ or reports/{name}/): restore the lock or remove them"))
     if only is not None:
         entries = {k: v for k, v in entries.items() if k in only}
-    return problems + ledger.ledger_problems(repo, stale_pipelines(repo, only), _locked(repo), _names(), entries)
+    return problems + ledger.ledger_problems(repo, stale_pipelines(repo, only), locked, _names(), entries)
+
+
+def _lock_of(name: str) -> str:
+    return str(Path(_dvc_yaml_of(name)).with_suffix(".lock"))
 
 
 def _stage_of(problem: str) -> str | None:
@@ -716,7 +735,7 @@ def status(repo: Path = REPO, plan_minutes: float | None = None) -> str:
     """The text of ``lineage status``: per pipeline fresh / pending (results at, why, stale stages) / stale and
     undeclared / never run, with its estimated re-run time (:func:`ledger.estimate`); with ``plan_minutes``,
     which pending pipelines fit that budget, in dependency order (:func:`ledger.plan`)."""
-    entries, _ = ledger.read_ledger(repo)
+    entries, malformed = ledger.read_ledger(repo)
     stale, locked = stale_pipelines(repo), _locked(repo)
     sources = {ledger.pipeline_name(PROFILE_FILES[f"pipelines/{n}/params.yaml"]): ledger.pipeline_name(
         PROFILE_FILES[src]) for n, (src, _) in DERIVED.items()}
@@ -743,18 +762,27 @@ def status(repo: Path = REPO, plan_minutes: float | None = None) -> str:
         pending = [n for n in _names() if n in stale and n != ledger.WORLD]
         must = [ledger.WORLD] if ledger.WORLD in stale else []
         budget = plan_minutes - sum(minutes.get(n) or 0.0 for n in must)
-        taken, left = ledger.plan(pending, budget, _upstream(repo), minutes)
+        upstream = _upstream(repo)
+        taken, left = ledger.plan(pending, budget, upstream, minutes)
+        # a fresh pipeline that gathers one re-run here goes stale with it: it is re-run too (or declared pending)
+        follow = [n for n in _names() if n not in stale and n in locked
+                  and upstream.get(n, set()) & {*must, *taken}]
         lines.append(f"\nplan for {plan_minutes:g} min (dependency order; estimates are whole-pipeline times):")
-        for i, name in enumerate([*must, *taken], 1):
+        if budget < 0:
+            lines.append(f"  the stale world alone needs {_minutes(plan_minutes - budget)}: over the budget")
+        for i, name in enumerate([*must, *taken, *follow], 1):
             m = minutes.get(name)
-            lines.append(f"  {i}. dvc repro {_dvc_yaml_of(name)}   ({_minutes(m)})" if m is not None
-                         else f"  {i}. dvc repro {_dvc_yaml_of(name)}")
+            why = (f"   [it gathers {', '.join(sorted(upstream[name] & {*must, *taken}))}: stale once they are "
+                   "re-run; re-run it too or declare it pending]") if name in follow else ""
+            lines.append(f"  {i}. dvc repro {_dvc_yaml_of(name)}   ({_minutes(m) if m is not None else 'no estimate'})"
+                         + why)
         if not must and not taken:
             lines.append("  nothing fits")
         if left:
             lines.append(f"  left for later: {', '.join(left)}")
         lines.append(f"  then remove each re-run pipeline from {ledger.LEDGER}, python -m concrete_jungle.lineage "
                      "write, and commit the locks with their results")
+    lines += [f"LEDGER PROBLEM: {m}" for m in malformed]
     return "\n".join(lines)
 
 

@@ -6,8 +6,9 @@ a 2-core Xeon with AVX-512 BF16 (no AMX) trained the world base model slower in 
 a 2-core AMD EPYC with AVX-512 BF16 (no AMX) ran the world training step 1.76x faster in bf16 (180 vs 316 ms,
 ``benchmarks/train_step.py``). So on a CPU ``auto`` **measures**: bf16 only where oneDNN has bf16 kernels
 (``torch.ops.mkldnn._is_mkldnn_bf16_supported()``, which honours ``ONEDNN_MAX_CPU_ISA``) and a small autocast probe
-(:func:`cpu_bf16_speedup`: forward + backward of a 512-1024-512 MLP on 256 rows) runs at least
-:data:`BF16_MIN_SPEEDUP` times faster in bf16 than in fp32. On CUDA ``auto`` picks bf16 where the device supports
+(:func:`cpu_bf16_speedup`: forward + backward of a 512-1024-512 MLP on 256 rows, fastest rounds) runs at least
+:data:`BF16_MIN_SPEEDUP` times faster in bf16 than in fp32; the verdict is measured once per machine and kept
+(:func:`probe_cache`), so runs on one machine do not flip with its load. On CUDA ``auto`` picks bf16 where the device supports
 it; anywhere else fp32.
 
 Every training summary (``metrics/<p>/train/*.json``) and every benchmark JSON records :func:`machine_info`: CPU
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ISA_FLAGS", "ISA_ENV", "BF16_MIN_SPEEDUP", "cpu_model_and_flags", "amx_usable", "cpu_bf16_speedup",
+__all__ = ["ISA_FLAGS", "ISA_ENV", "BF16_MIN_SPEEDUP", "cpu_model_and_flags", "amx_usable", "probe_cache",
+           "cpu_bf16_speedup",
            "native_bf16", "resolve_precision", "machine_info"]
 
 #: the /proc/cpuinfo flags recorded (the ones that decide fp32 / bf16 matmul speed)
@@ -66,29 +69,60 @@ def amx_usable(flags: set[str], env: dict[str, str] | None = None) -> bool:
     return cap in _AMX_CAPS
 
 
-_SPEEDUP: dict[int, float | None] = {}  # torch threads -> measured speed-up (one probe per process and thread count)
+_SPEEDUP: dict[str, float | None] = {}  # machine key -> speed-up measured or read in this process
+
+
+def _machine_key() -> str:
+    """What the probe's verdict depends on: CPU model and flags, torch version and threads, the ISA caps."""
+    import torch
+
+    model, flags = cpu_model_and_flags()
+    caps = ",".join(f"{k}={os.environ[k]}" for k in ISA_ENV if k in os.environ)
+    return f"{model}|{' '.join(f for f in ISA_FLAGS if f in flags)}|torch {torch.__version__}|" \
+           f"threads {torch.get_num_threads()}|{caps}"
+
+
+def probe_cache() -> Path:
+    """The per-machine record of the probe's verdicts: ``$CONCRETE_JUNGLE_CACHE`` or ``$XDG_CACHE_HOME`` /
+    ``~/.cache`` + ``concrete_jungle/bf16_probe.json`` (``{machine key: speed-up}``)."""
+    root = os.environ.get("CONCRETE_JUNGLE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "concrete_jungle")
+    return Path(root) / "bf16_probe.json"
 
 
 def cpu_bf16_speedup() -> float | None:
     """fp32 time / bf16-autocast time of a small probe on this CPU with torch's current threads: forward and backward
-    of a 512-1024-512 GELU MLP on 256 rows (the shapes of the world model's blocks), interleaved, 9 rounds after a
-    warm-up, medians; stops early when bf16 is over 4x slower (an emulating CPU). None where oneDNN has no bf16
-    kernels (the probe would only measure the emulation). Measured once per process and thread count (~0.2 s)."""
-    import statistics
+    of a 512-1024-512 GELU MLP on 256 rows (the shapes of the world model's blocks), interleaved, 11 rounds after a
+    warm-up, the **fastest** round of each (load only adds time, so the minimum is what the CPU can do); stops early
+    when bf16 is over 10x slower (an emulating CPU). None where oneDNN has no bf16 kernels (under
+    ``ONEDNN_MAX_CPU_ISA=AVX2``, say). Measured **once per machine**: the verdict is kept in :func:`probe_cache`
+    under the machine key (CPU model, flags, torch version and threads, ISA caps), so every training stage of every
+    run on that machine resolves ``auto`` alike, whatever else loads the machine (delete the file to measure anew).
+    About 0.3 s on a quiet native-bf16 CPU, a few seconds on a loaded one; the caller's RNG, grad mode and threads
+    are left as they were."""
+    import json
     import time
 
     import torch
 
-    threads = torch.get_num_threads()
-    if threads in _SPEEDUP:
-        return _SPEEDUP[threads]
+    key = _machine_key()
+    if key in _SPEEDUP:
+        return _SPEEDUP[key]
     try:
         supported = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
         supported = False
     if not supported:
-        _SPEEDUP[threads] = None
+        _SPEEDUP[key] = None
         return None
+    cache = probe_cache()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), (int, float)):
+        _SPEEDUP[key] = float(known[key])
+        return _SPEEDUP[key]
     mlp = x = None
 
     def run(bf16: bool) -> float:
@@ -99,19 +133,25 @@ def cpu_bf16_speedup() -> float | None:
         return time.perf_counter() - t0
 
     times: dict[bool, list[float]] = {False: [], True: []}
-    with torch.random.fork_rng(devices=[]):  # the caller's RNG stream is left as it was
+    with torch.random.fork_rng(devices=[]), torch.enable_grad():  # the caller's RNG and grad mode are kept
         torch.manual_seed(0)
         mlp = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 512))
         x = torch.randn(256, 512)
         run(False), run(True)  # warm-up
-        for _ in range(9):
+        for _ in range(11):
             for bf16 in (False, True):
                 times[bf16].append(run(bf16))
-            if times[True][-1] > 4 * times[False][-1]:
+            if times[True][-1] > 10 * times[False][-1]:
                 break
-    speedup = statistics.median(times[False]) / statistics.median(times[True])
-    _SPEEDUP[threads] = round(speedup, 3)
-    return _SPEEDUP[threads]
+    _SPEEDUP[key] = round(min(times[False]) / min(times[True]), 3)
+    try:  # atomically, so concurrent stages never read half a file
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**(known if isinstance(known, dict) else {}), key: _SPEEDUP[key]}, indent=1))
+        os.replace(tmp, cache)
+    except OSError:  # a read-only home: measured again by the next process
+        pass
+    return _SPEEDUP[key]
 
 
 def native_bf16(device: Any) -> bool:
@@ -169,7 +209,7 @@ def machine_info(device: Any = None, timing: bool = True) -> dict:
     cuda = None
     if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
         cuda = torch.cuda.get_device_name(torch.device(device))
-    return {**info, "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+    return {**info, "torch": str(torch.__version__), "torch_threads": torch.get_num_threads(),
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkldnn_bf16": mkldnn_bf16,
             **({"bf16_speedup": speedup} if timing else
                {"bf16_faster": None if speedup is None else speedup >= BF16_MIN_SPEEDUP}), "cuda_device": cuda}

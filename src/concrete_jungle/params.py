@@ -570,9 +570,9 @@ class LoopParams(_Section):
     weight_decay: float = Field(0.1, ge=0)
     warmup_frac: float = Field(0.05, ge=0, le=1)
     grad_clip: float | None = Field(1.0, gt=0)
-    # training precision: bf16 autocast, fp32, or auto (the default): bf16 only where it is native and faster (CUDA
-    # with bf16; a CPU with AMX), fp32 elsewhere: AVX-512 BF16 without AMX trained slower in bf16, and an AVX2-only
-    # CPU emulates it ~35x slower (concrete_jungle.machine). The resolved one goes into the training metrics.
+    # training precision: bf16 autocast, fp32, or auto (the default): bf16 only where it is native and measured
+    # faster (CUDA with bf16; a CPU whose bf16 kernels a probe measures >= 1.2x faster, once per machine), fp32
+    # elsewhere (concrete_jungle.machine). The resolved one goes into the training metrics.
     precision: Literal["fp32", "bf16", "auto"] = "auto"
     log_every: int = Field(5, ge=1)
     augment: bool = False

@@ -495,6 +495,7 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     opt = build_optimizer(raw, loop.lr, loop.weight_decay, device)
     fingerprint = training_fingerprint(raw, dataset, loss_fn, hard_negatives, ctx.world_size,
                                item_rng="per_item" if num_workers else "global")
+    fingerprint["precision"] = precision  # ``auto`` may resolve otherwise on another machine: never resume across it
 
     step = epoch = batch_pos = seen = 0
     log_rows: list = []
