@@ -33,7 +33,7 @@ import scipy.stats  # noqa: E402
 
 from analysis.report import read_gradient_ratio, save_figure  # noqa: E402
 from analysis.tables import comparisons_markdown, table_mavg  # noqa: E402
-from concrete_jungle.evaluation.paired import paired_comparison  # noqa: E402
+from concrete_jungle.evaluation.paired import mde_from_ci, paired_comparison  # noqa: E402
 
 __all__ = ["HEADLINES", "COMPARED_SUITES", "side_by_side", "headline_values", "pool_runs", "mean_sd", "item_clustered_delta", "seeds_summary",
            "sources_summary",
@@ -350,12 +350,15 @@ def seeds_summary(runs: Mapping[str, tuple[Mapping, Mapping]], models: Sequence[
         metrics["item_clustered"] = rows
         lines += ["", "## Paired comparisons over the seeds, item-clustered", "",
                   "Per suite: Δ in points with its 95 % CI (percentile bootstrap over items) and the sign-flip "
-                  "permutation p; each item's Δ is the mean over the seeds. The held-out pairs are drawn per seed and "
-                  "dataset: see each profile's `comparisons.md`.", "",
-                  "| suite | model | reference | Δ | 95 % CI | p | items |", "|---|---|---|---|---|---|---|"]
+                  "permutation p; each item's Δ is the mean over the seeds. MDE = minimal detectable effect at "
+                  "α = 0.05 and 80 % power from the CI's width (normal approximation): a |Δ| below it could not have "
+                  "been seen. The held-out pairs are drawn per seed and dataset: see each profile's `comparisons.md`.",
+                  "", "| suite | model | reference | Δ | 95 % CI | p | MDE | items |", "|---|---|---|---|---|---|---|---|"]
         for r in rows:
+            mde = mde_from_ci(r["ci"][0], r["ci"][1])
             lines.append(f"| {r['suite']} | {r['model']} | {r['reference']} | {100 * r['delta']:+.1f} | "
-                         f"[{100 * r['ci'][0]:+.1f}, {100 * r['ci'][1]:+.1f}] | {r['p']:.2g} | {r['n_items']} |")
+                         f"[{100 * r['ci'][0]:+.1f}, {100 * r['ci'][1]:+.1f}] | {r['p']:.2g} | {100 * mde:.1f} | "
+                         f"{r['n_items']} |")
         return metrics, "\n".join(lines).rstrip() + "\n"
     dropped = sorted({s for v in verdicts.values() for s in v if s in COMPARED_SUITES} - set(pooled))
     known = {m for per in pooled.values() for m in per}

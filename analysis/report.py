@@ -26,7 +26,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from concrete_jungle.io import atomic_write  # noqa: E402
 
 __all__ = ["GRADIENT_RATIO_TSV", "read_gradient_ratio", "plot_gradient_ratio", "plot_gradient_ratio_study",
-           "save_figure", "figure_axes"]
+           "plot_learning_curves", "save_figure", "figure_axes"]
 
 #: Where dvclive stores the ``train/gradient_ratio`` series inside a dvclive folder.
 GRADIENT_RATIO_TSV = Path("plots") / "metrics" / "train" / "gradient_ratio.tsv"
@@ -145,3 +145,53 @@ def plot_gradient_ratio_study(study: Mapping, out_png: str | os.PathLike) -> Pat
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     return Path(out_png)
+
+
+def plot_learning_curves(curves: Mapping[str, Mapping[str, Mapping[str, list]]], models: Mapping[str, str],
+                         baselines: list[str], out_png: str | os.PathLike, direction: str = "i2t") -> Path:
+    """Held-out pair accuracy against the training step (the learning curves of
+    :mod:`concrete_jungle.learning_curve`): one row of panels per ConcreteBatch dataset, one column per
+    group (all pairs, then each keyword type); in each panel the hard-negative fine-tunes on that dataset (solid) and
+    the baselines (dashed) on the same pairs, so a reader sees whether and when the hard negatives are learned.
+
+    Args:
+        curves: ``{label: read_curves(run folder)}`` (``{dataset: {"<group>_<direction>": [(step, acc)]}}``).
+        models: hard-negative label -> its dataset.
+        baselines: baseline labels (their curves cover every dataset).
+        out_png: output PNG (written atomically).
+        direction: ``"i2t"`` or ``"t2i"``.
+
+    Raises:
+        ValueError: no curve at all (every run was trained with ``train.curve_every: null``).
+    """
+    datasets = list(dict.fromkeys(models.values()))
+    groups = [g for g in ("all", "attribute", "relation", "object")
+              if any(f"{g}_{direction}" in c.get(d, {}) for c in curves.values() for d in datasets)]
+    if not datasets or not groups:
+        raise ValueError("plot_learning_curves: no learning curve logged (train.curve_every is null?)")
+    fig, axes = plt.subplots(len(datasets), len(groups), figsize=(3.2 * len(groups), 2.6 * len(datasets)),
+                             squeeze=False, sharex=True, sharey=True)
+    try:
+        for r, d in enumerate(datasets):
+            for c, g in enumerate(groups):
+                ax, key = axes[r][c], f"{g}_{direction}"
+                for label in [*(m for m, ds in models.items() if ds == d), *baselines]:
+                    series = curves.get(label, {}).get(d, {}).get(key)
+                    if series:
+                        steps, acc = zip(*series)
+                        base = label in baselines
+                        ax.plot(steps, [100 * a for a in acc], "--" if base else "-", marker=".", label=label,
+                                color="black" if base else None)
+                ax.axhline(50, color="grey", lw=0.6, ls=":")
+                ax.set_title(f"D_{d} {g}", fontsize="small")
+                ax.grid(alpha=0.3)
+                if c == 0:
+                    ax.set_ylabel(f"held-out {direction.upper()} (%)")
+                    ax.legend(fontsize="x-small")
+                if r == len(datasets) - 1:
+                    ax.set_xlabel("training step")
+        fig.suptitle("Learning curves on held-out pairs (dashed: no hard negatives; dotted: chance)", fontsize="small")
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, out_png)

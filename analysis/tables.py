@@ -30,12 +30,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.report import save_figure  # noqa: E402
-from concrete_jungle.evaluation.paired import holm, paired_bootstrap_ci, paired_comparison  # noqa: E402
+from concrete_jungle.evaluation.paired import holm, mcnemar_mde, paired_bootstrap_ci, paired_comparison  # noqa: E402
 from concrete_jungle.evaluation.sugarcrepe import SUGARCREPE_SUBSETS  # noqa: E402
 from concrete_jungle.io import read_json  # noqa: E402
 
 __all__ = ["DASH", "TABLE2_SUITES", "TABLE3_SUITES", "VTAB_GROUPS", "COMPARISON_SUITES", "latex_escape",
-           "read_results", "read_verdicts", "table2", "table3", "table_mavg", "comparisons_markdown", "plot_heldout"]
+           "read_results", "read_verdicts", "table2", "table3", "table_mavg", "comparisons_markdown",
+           "positive_control_markdown", "visibility_markdown", "plot_heldout"]
 
 #: What a cell without a recorded number shows (its footnote gives the reason).
 DASH = "—"
@@ -617,10 +618,74 @@ def _p(p: float) -> str:
     return f"{p:.1e}" if p < 0.001 else f"{p:.3f}"
 
 
+def _reading(model: str, ref: str, ci: Mapping, p_adj: float, alpha: float, mde: float,
+             unreadable: Mapping[str, str]) -> str:
+    """What a comparison row says: ✗ cannot be read (a model failed the positive control), a difference (Holm p
+    below ``alpha``), or none detectable at its MDE (points)."""
+    bad = [m for m in (model, ref) if m in unreadable]
+    if bad:
+        return f"✗ cannot be read ({', '.join(bad)})"
+    if p_adj < alpha and (ci["low"] > 0 or ci["high"] < 0):
+        return "higher" if ci["low"] > 0 else "lower"
+    if abs(100 * ci["delta"]) >= mde:  # as large as the MDE, yet not significant once the family is adjusted
+        return f"not significant after Holm (MDE {mde:.1f})"
+    return f"none detectable (MDE {mde:.1f})"
+
+
+def positive_control_markdown(control: Mapping) -> str:
+    """The positive control section (``metrics/<p>/positive_control.json``, :mod:`concrete_jungle.evaluation.
+    positive_control`): the verdict first, then a row per (hard-negative fine-tune, baseline, direction, keyword
+    type or all pairs) with n, both accuracies (%), the gain and its CI (points), McNemar p, MDE (points) and
+    whether the row meets the criterion. Returns Markdown ending with a newline."""
+    crit = control.get("criterion") or {}
+    status = control.get("status", "unavailable")
+    head = {"passed": "**PASSED**", "failed": "**FAILED**"}.get(status, "**NOT MEASURED**")
+    lines = ["## Positive control", "",
+             f"{head}: {crit.get('rule', 'no criterion recorded')}. "
+             + ("Every comparison below can be read." if status == "passed" else
+                f"{control.get('reason') or ''}. The comparisons of a model that fails it cannot be read (marked ✗): "
+                "a null result there cannot be told from an instrument that cannot see."), ""]
+    models = control.get("models") or {}
+    if not models:
+        return "\n".join(lines) + "\n"
+    level = f"{100 * crit.get('confidence_level', 0.95):g} %"
+    lines += [f"Held-out pairs of the model's own ConcreteBatch (anchors never trained on). Gain = model − reference "
+              f"in points, paired; {level} CI = percentile bootstrap over pairs "
+              f"({crit.get('bootstrap_resamples', '?')} resamples); MDE at α = {crit.get('alpha', '?')} and "
+              f"{100 * crit.get('power', 0.8):g} % power. ✓ = gain ≥ {crit.get('min_gain_points', '?')} points "
+              f"with McNemar p < {crit.get('alpha', '?')}; a model passes on its I2T and T2I rows over all pairs.", "",
+              "| model | vs | pairs | direction | n | model acc. (%) | reference acc. (%) | gain (points) | CI (points) "
+              "| McNemar p | MDE (points) | meets |",
+              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for label, e in models.items():
+        if e.get("passed") is None:
+            lines.append(f"| {_md_cell(label)} | {DASH} | {e.get('dataset')} | {DASH} | {DASH} | {DASH} | {DASH} | "
+                         f"{DASH} | {DASH} | {DASH} | {DASH} | not measured: {_md_cell(str(e.get('reason')))} |")
+            continue
+        for ref, row in (e.get("vs") or {}).items():
+            groups = [("all", row)] + [(t, row["by_type"][t]) for t in ("attribute", "relation", "object")
+                                       if t in row.get("by_type", {})]
+            for group, stats in groups:
+                for direction in ("i2t", "t2i"):
+                    st = stats.get(direction)
+                    if not st:
+                        continue
+                    name = f"**{label}**" if group == "all" else label
+                    verdict = "✓" if st["passed"] else "✗"
+                    lines.append(
+                        f"| {name} | {_md_cell(ref)} | {e.get('dataset')} {group} | {direction.upper()} | {st['n']} | "
+                        f"{st['accuracy_pct']:.1f} | {st['reference_accuracy_pct']:.1f} | {st['gain_points']:+.1f} | "
+                        f"[{st['ci_points'][0]:+.1f}, {st['ci_points'][1]:+.1f}] | {_p(st['mcnemar_p'])} | "
+                        f"{st['mde_points']:.1f} | {verdict} |")
+        lines.append(f"| {_md_cell(label)} | | | | | | | | | | | **{'passed' if e['passed'] else 'FAILED'}** |")
+    return "\n".join(lines) + "\n"
+
+
 def comparisons_markdown(verdicts: Mapping[str, Mapping[str, Mapping]], pairs: Sequence[tuple[str, str]], *,
                          include: Sequence[str] = ("sugarcrepe", "sugarcrepe_pp", "winoground", "heldout"),
                          n_resamples: int = 9999, method: str = "BCa", confidence_level: float = 0.95,
-                         seed: int = 0) -> str:
+                         seed: int = 0, power: float = 0.8, unreadable: Mapping[str, str] | None = None,
+                         control: Mapping | None = None, diagnosis: str | None = None) -> str:
     """Markdown tables of paired comparisons, one per suite headline (paper Sec. 3.3: Tab. 2 / 3 differences).
 
     Headlines (families): SugarCrepe over all items, SugarCrepe++ ITT over all items, Winoground group score, the
@@ -628,10 +693,14 @@ def comparisons_markdown(verdicts: Mapping[str, Mapping[str, Mapping]], pairs: S
     ``retrieval`` (I2T R@1 per set). Per pair ``(model, reference)``: both accuracies in %, Δ = model − reference
     in points (1 point = 0.01 accuracy), the bootstrap CI of Δ in points (:func:`paired_bootstrap_ci`: items
     resampled with both verdicts, ``method`` with the percentile fallback, marked †), the exact McNemar p
-    (:func:`paired_comparison`) and the Holm-adjusted p (:func:`holm`). **Family** for Holm = all pairs compared on
-    one headline (one table), so each table's adjusted p-values control that table's family-wise error; raw and
-    adjusted p are both shown. A pair without per-item verdicts on a headline is listed below its table, not
-    compared.
+    (:func:`paired_comparison`), the Holm-adjusted p (:func:`holm`) and the minimal detectable effect in points
+    (:func:`mcnemar_mde` at level 1 - ``confidence_level`` and ``power``, for the row's n and discordance): a Δ
+    smaller than the MDE reads "no difference detectable", never "no effect". **Family** for Holm = all pairs
+    compared on one headline (one table), so each table's adjusted p-values control that table's family-wise
+    error; raw and adjusted p are both shown. A pair without per-item verdicts on a headline is listed below its
+    table, not compared. With ``control`` (a ``positive_control.json`` dict) the text opens with the positive
+    control (:func:`positive_control_markdown`); a row with a model of ``unreadable`` (label -> why, from
+    :func:`concrete_jungle.evaluation.positive_control.failed_models`) reads "cannot be read".
 
     Args:
         verdicts: ``{suite: {model: verdicts}}`` (:func:`read_verdicts`; a whole verdicts file
@@ -642,6 +711,10 @@ def comparisons_markdown(verdicts: Mapping[str, Mapping[str, Mapping]], pairs: S
         pairs: ``(model, reference)`` labels (:func:`concrete_jungle.grid.comparison_pairs`).
         include: the suites to compare (from :data:`COMPARISON_SUITES`); a suite without verdicts is left out.
         n_resamples, method, confidence_level, seed: of the bootstrap (:func:`paired_bootstrap_ci`).
+        power: of the MDE column.
+        unreadable: models whose comparisons cannot be read (failed positive control), with why.
+        control: the positive control, rendered first.
+        diagnosis: Markdown placed after the control and before the comparisons (e.g. :func:`visibility_markdown`).
 
     Returns:
         The Markdown text, ending with a newline.
@@ -660,13 +733,26 @@ def comparisons_markdown(verdicts: Mapping[str, Mapping[str, Mapping]], pairs: S
             if label not in known:
                 raise KeyError(f"comparisons_markdown: no verdicts for model {label!r} in any suite")
     level = f"{100 * confidence_level:g} %"
-    lines = ["## Paired comparisons", "",
-             f"Same items, two models. Δ = accuracy of the model minus the reference's, in points; {level} CI = "
-             f"bootstrap over items ({n_resamples} resamples, seed {seed}, {method}; † = percentile interval where "
-             f"{method} is undefined, or a single value when every item has the same difference); McNemar p = exact "
-             "two-sided test on the items only one model gets right. Holm p = Holm-adjusted over the family of "
-             "comparisons, defined as all pairs of one headline (one table below); raw and adjusted p are both "
-             "shown. A Δ whose CI covers 0 is no evidence of a difference.", ""]
+    alpha = 1 - confidence_level
+    unreadable = dict(unreadable or {})
+    lines = positive_control_markdown(control).rstrip("\n").split("\n") + [""] if control is not None else []
+    lines += diagnosis.rstrip("\n").split("\n") + [""] if diagnosis else []
+    lines += ["## Paired comparisons", "",
+              f"Same items, two models. Δ = accuracy of the model minus the reference's, in points; {level} CI = "
+              f"bootstrap over items ({n_resamples} resamples, seed {seed}, {method}; † = percentile interval where "
+              f"{method} is undefined, or a single value when every item has the same difference); McNemar p = exact "
+              "two-sided test on the items only one model gets right. Holm p = Holm-adjusted over the family of "
+              "comparisons, defined as all pairs of one headline (one table below); raw and adjusted p are both "
+              f"shown. MDE = minimal detectable effect, the |Δ| a two-sided McNemar test at {alpha:.2g} finds with "
+              f"{100 * power:g} % power at this n and discordance (Connor 1987), per comparison (before Holm). A Δ "
+              "whose CI covers 0 is no evidence of a difference; a difference smaller than the MDE could not have been "
+              "seen, so such a row reads \"none detectable (MDE ...)\", not \"no effect\"; a Δ as large as the MDE "
+              "that the Holm-adjusted p does not carry reads \"not significant after Holm\"."]
+    if unreadable:
+        lines += ["", "**Cannot be read**: rows with " + ", ".join(f"{m} ({why})" for m, why in unreadable.items())
+                  + ". A model that does not beat the baseline on its own kind of negatives gives no reading of how "
+                  "its design compares with others: such rows are marked ✗ in the last column."]
+    lines.append("")
     suites = [s for s in include if verdicts.get(s)]
     if not suites:
         return "\n".join(lines + ["No suite has per-item verdicts."]) + "\n"
@@ -697,20 +783,64 @@ def comparisons_markdown(verdicts: Mapping[str, Mapping[str, Mapping]], pairs: S
         if rows:
             lines += [f"Family: the {len(rows)} pair(s) of this table (Holm over m = {len(rows)}).", "",
                       f"| model | vs | n | model acc. (%) | reference acc. (%) | Δ (points) | {level} CI (points) | "
-                      "only model / only ref. right | McNemar p | Holm p |",
-                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                      "only model / only ref. right | McNemar p | Holm p | MDE (points) | reading |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
             for (model, ref, c, ci), p_adj in zip(rows, adjusted):
                 mark = " †" if ci["method"] != method else ""
+                mde = 100 * mcnemar_mde(c["n"], (c["only_a"] + c["only_b"]) / c["n"], alpha=alpha, power=power)
                 lines.append(f"| {_md_cell(model)} | {_md_cell(ref)} | {c['n']} | {100 * c['accuracy_a']:.1f} | "
                              f"{100 * c['accuracy_b']:.1f} | {100 * c['delta']:+.1f} | "
                              f"[{100 * ci['low']:+.1f}, {100 * ci['high']:+.1f}]{mark} | "
-                             f"{c['only_a']} / {c['only_b']} | {_p(c['mcnemar_p'])} | {_p(p_adj)} |")
+                             f"{c['only_a']} / {c['only_b']} | {_p(c['mcnemar_p'])} | {_p(p_adj)} | {mde:.1f} | "
+                             f"{_reading(model, ref, ci, p_adj, alpha, mde, unreadable)} |")
         else:
             lines.append("No pair has per-item verdicts on this headline.")
         if missing:
             lines += ["", "Not compared (no per-item verdicts): " + "; ".join(missing) + "."]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def visibility_markdown(visibility: Mapping[str, Mapping]) -> str:
+    """The first diagnosis of the positive control (``metrics/<p>/visibility.json``,
+    :mod:`concrete_jungle.evaluation.visibility`): per model, the mean cosine of anchor and edit in the image and the
+    text tower by keyword type beside that of random held-out anchor pairs, and the linear probe of the edited value
+    on the image embedding beside the majority class. Returns Markdown ending with a newline."""
+    types = ("attribute", "relation", "object")
+    lines = ["## Can the models see the edits?", "",
+             "Held-out pairs, every model. **cos image** = mean cos(f(v), f(v')) of anchor image and edited image, "
+             "**cos text** = mean cos(g(t), g(t')) of anchor caption and rewrite, per keyword type; **random** = the "
+             "same cosine between two different held-out anchors (how far apart unrelated inputs sit). An edit whose "
+             "cosine is near 1 while random pairs sit far lower is one the tower barely sees. **probe** = linear probe "
+             "on the frozen anchor image embedding predicting the edited value (the keyword lemma), cross-validated "
+             "accuracy (%) / majority class on the same folds (%). The probe is kept for the record, not as a "
+             "verdict: where an image holds several candidate values (captions naming several objects or attributes, "
+             "relation roles drawn at random) the edited one is not a function of the image; the cosines are the "
+             "verdict.", "",
+             "| model | " + " | ".join(f"{t} cos image / text" for t in types) + " | random cos image / text | "
+             + " | ".join(f"{t} probe / majority (%)" for t in types) + " |",
+             "|---|" + "---:|" * (2 * len(types) + 1)]
+
+    def fmt(x, spec=".3f"):
+        return DASH if x is None else format(x, spec)
+    for label, v in visibility.items():
+        if "skipped" in v:
+            lines.append(f"| {_md_cell(label)} | skipped: {_md_cell(' '.join(str(v['skipped']).split()))} | "
+                         + " | ".join([DASH] * (2 * len(types))) + " |")
+            continue
+        cos, probe = v.get("cosine", {}), v.get("probe", {})
+        cells = [f"{fmt(cos.get(t, {}).get('image'))} / {fmt(cos.get(t, {}).get('text'))}" if t in cos else DASH
+                 for t in types]
+        cells.append(f"{fmt(cos.get('random', {}).get('image'))} / {fmt(cos.get('random', {}).get('text'))}")
+        for t in types:
+            pr = probe.get(t)
+            if not pr or "skipped" in pr:
+                cells.append(DASH)
+            else:
+                cells.append(f"{100 * pr['accuracy']:.1f} / {100 * pr['majority']:.1f} (n = {pr['n']}, "
+                             f"{pr['classes']} values)")
+        lines.append(f"| {_md_cell(label)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -2,23 +2,31 @@
 
 ``reports/<profile>/``: ``table2.md`` / ``.tex`` (compositional understanding: SugarCrepe, SugarCrepe++, Winoground,
 M.Avg and the relative gain over the base model), ``table3.md`` / ``.tex`` (general representation: linear probes,
-VTAB groups, retrieval R@K), ``comparisons.md`` (paired differences with bootstrap CIs, McNemar and Holm-adjusted p
-for the pairs of :func:`~concrete_jungle.grid.comparison_pairs`, from ``data/<profile>/verdicts``), ``heldout.png``
+VTAB groups, retrieval R@K), ``comparisons.md`` (the positive control first, from ``metrics/<profile>/positive_control.json``, and whether the
+models can see the edits at all, from ``metrics/<profile>/visibility.json``; then
+paired differences with bootstrap CIs, McNemar and Holm-adjusted p and the minimal detectable effect for the pairs of
+:func:`~concrete_jungle.grid.comparison_pairs`, from ``data/<profile>/verdicts``, the rows of a model that failed the
+control marked "cannot be read"), ``heldout.png``
 (held-out pair accuracy by concreteness bin), ``gradient_ratio.png`` (the logged ratio of each hard-negative run),
-``gradient_ratio_study.png`` (ratio vs N, Fig. 6), ``concreteness_gap.png`` (logit gap vs c_i, LOWESS, Fig. 4) and
+``gradient_ratio_study.png`` (ratio vs N, Fig. 6), ``learning_curves.png`` (held-out accuracy by keyword type
+during each fine-tune, against the baseline), ``concreteness_gap.png`` (logit gap vs c_i, LOWESS, Fig. 4) and
 ``table1.md``.
 """
 
 from analysis.dataset_stats import plot_concreteness_gap, plot_fig5, table1_markdown
-from analysis.report import GRADIENT_RATIO_TSV, plot_gradient_ratio, plot_gradient_ratio_study
-from analysis.tables import comparisons_markdown, plot_heldout, read_results, read_verdicts, table2, table3
+from analysis.report import (GRADIENT_RATIO_TSV, figure_axes, plot_gradient_ratio, plot_gradient_ratio_study,
+                             plot_learning_curves)
+from analysis.tables import (comparisons_markdown, plot_heldout, read_results, read_verdicts, table2, table3,
+                             visibility_markdown)
 from concrete_jungle.cli import clear_outputs, run_stage
+from concrete_jungle.evaluation.positive_control import failed_models
 from concrete_jungle.grid import comparison_pairs, model_labels, train_metrics_dir
 from concrete_jungle.io import atomic_write, read_json
 from concrete_jungle.params import Params
 
 OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
-           "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png")
+           "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png",
+           "learning_curves.png")
 #: Bootstrap resamples of each paired CI in comparisons.md (percentile method, seeded).
 BOOTSTRAP_RESAMPLES = 2000
 
@@ -33,7 +41,7 @@ def render_reports(params: Params) -> dict:
 
     Raises:
         FileNotFoundError: a metrics file of the grid is missing (a gradient-ratio curve, the study, Table 1's
-            statistics).
+            statistics, the positive control).
     """
     import pandas as pd
 
@@ -48,15 +56,30 @@ def render_reports(params: Params) -> dict:
         _write(out_dir / f"{name}.tex", tex)
         out[name] = out_dir / f"{name}.md"
     verdicts = read_verdicts(params.data_dir / "verdicts", labels)
+    control = read_json(params.metrics_dir / "positive_control.json")
+    # the control first, then its first diagnosis (can the models see the edits at all?), then the comparisons
     _write(out_dir / "comparisons.md", comparisons_markdown(
         verdicts, comparison_pairs(params), include=("sugarcrepe", "sugarcrepe_pp", "winoground", "heldout", "probe",
                                                      "retrieval"),
-        n_resamples=BOOTSTRAP_RESAMPLES, method="percentile", seed=params.seed))
+        n_resamples=BOOTSTRAP_RESAMPLES, method="percentile", seed=params.seed,
+        power=params.evaluate.positive_control.power, control=control, unreadable=failed_models(control),
+        diagnosis=visibility_markdown(read_json(params.metrics_dir / "visibility.json"))))
     out["comparisons"] = out_dir / "comparisons.md"
     out["heldout"] = plot_heldout(results.get("heldout", {}), out_dir / "heldout.png")
     hard = [lab for lab in labels if lab != "base" and lab not in params.train.baselines]
     out["gradient_ratio"] = plot_gradient_ratio({lab: train_metrics_dir(params, lab) / GRADIENT_RATIO_TSV
                                                  for lab in hard}, out_dir / "gradient_ratio.png")
+    from concrete_jungle.learning_curve import read_curves
+
+    curves = {lab: read_curves(train_metrics_dir(params, lab)) for lab in [*hard, *params.train.baselines]}
+    if any(curves.values()):
+        out["learning_curves"] = plot_learning_curves(curves, {lab: lab.split("-", 1)[0] for lab in hard},
+                                                      list(params.train.baselines), out_dir / "learning_curves.png")
+    else:  # train.curve_every: null: the figure says so rather than missing (a DVC output)
+        with figure_axes(out_dir / "learning_curves.png", figsize=(4, 1.5)) as ax:
+            ax.axis("off")
+            ax.text(0.5, 0.5, "no learning curve logged (train.curve_every: null)", ha="center", va="center")
+        out["learning_curves"] = out_dir / "learning_curves.png"
     out["gradient_ratio_study"] = plot_gradient_ratio_study(read_json(params.metrics_dir / "gradient_ratio.json"),
                                                             out_dir / "gradient_ratio_study.png")
     datasets = params.concreteplant.datasets

@@ -6,7 +6,8 @@ corpus anchors without hard negatives.
 Writes ``models/<p>/<loss>/<dataset>/checkpoint.pt`` (``models/<p>/clip/checkpoint.pt`` for a baseline), the
 dvclive step curves in ``metrics/<p>/train/<loss>/<dataset>/plots`` (``metrics/<p>/train/clip/plots``) and the
 final logged values of every member in ``metrics/<p>/train/<loss>.json``. Held-out anchors
-(``corpus.heldout_fraction``) are never trained on.
+(``corpus.heldout_fraction``) are never trained on; their ConcreteBatch pairs give each run's learning curves
+(held-out accuracy by keyword type every ``train.curve_every`` steps, under ``plots/metrics/heldout/``).
 """
 
 from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
@@ -51,16 +52,41 @@ def train_family(params: Params, family: str) -> dict:
             records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
             ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
                                cache=cache)
+        curve = _curve(params, bundle, label, family in HARD_NEGATIVE_LOSSES)
         out[label] = train_contrastive(
             bundle, ds, build_loss(family, params.margin.to_config()), tp, seed=params.seed,
             live_dir=train_metrics_dir(params, label), checkpoint_path=model_dir(params, label) / "checkpoint.pt",
             params_dump=params.sections("profile", "seed", "base_model", "train", "margin"), save_checkpoint=save_checkpoint,
-            hard_negatives=family in HARD_NEGATIVE_LOSSES, state_path=params.resume_state(label), keep_state=False)
+            hard_negatives=family in HARD_NEGATIVE_LOSSES, state_path=params.resume_state(label), keep_state=False,
+            on_step_end=curve)
+        if curve is not None:
+            curve.finish(out[label]["steps"])
     # the dvclive summary, with the precision computed in (``auto`` resolved) and the machine it ran on
     write_metrics(summary_file, {label: {**pop_live_summary(train_metrics_dir(params, label)),
                                          "precision": out[label]["precision"], "machine": out[label]["machine"]}
                                  for label in family_members(params, family)})
     return out
+
+
+def _curve(params: Params, bundle, label: str, hard: bool):
+    """The learning curve of run ``label`` (:class:`~concrete_jungle.learning_curve.HeldoutCurve`): the
+    held-out pairs of its own dataset for a hard-negative fine-tune, of every ConcreteBatch dataset for a baseline;
+    None when ``train.curve_every`` is null or there is no held-out pair. Step 0 (the base model) is measured here."""
+    import os
+
+    from concrete_jungle.learning_curve import HeldoutCurve
+
+    if params.train.curve_every is None:
+        return None
+    datasets = [label.split("-", 1)[0]] if hard else list(params.concreteplant.datasets)
+    pairs = {d: read_jsonl(params.data_dir / "concreteplant" / d / "heldout.jsonl") for d in datasets}
+    if not any(pairs.values()):
+        return None
+    curve = HeldoutCurve(bundle, pairs, train_metrics_dir(params, label), every=params.train.curve_every,
+                         precision=params.evaluate.precision, batch_size=params.evaluate.batch_size,
+                         is_main=int(os.environ.get("RANK", "0") or 0) == 0)
+    curve.start()
+    return curve
 
 
 if __name__ == "__main__":

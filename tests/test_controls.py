@@ -118,6 +118,10 @@ def test_seeds_summary_of_shared_items_is_item_clustered():
     assert md.startswith("# The real study over 2 seeds (seed 0, seed 1)")
     assert "the benchmark items are the same in every seed" in md and "heldout" not in md.split("## Paired")[1]
     assert "| m | base | +50.0 (0.5) | +25.0 (1) | +37.5 [" in md
+    from concrete_jungle.evaluation.paired import mde_from_ci
+
+    row_md = next(line for line in md.splitlines() if line.startswith("| sugarcrepe | m | base |"))
+    assert f"| {100 * mde_from_ci(*sc['ci']):.1f} | 4 |" in row_md  # MDE from the CI's width, then the items
     # every seed with the same delta: the seed-level t-test is undefined, recorded as None and shown as n/a
     same, md_same = seeds_summary({"seed 0": (r0, v0), "seed 1": (r0, v0)}, ["base", "m"], [("m", "base")],
                                   n_resamples=50)

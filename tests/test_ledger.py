@@ -147,6 +147,14 @@ def test_provenance_in_the_index_and_in_readme_blocks(tmp_path):
     shared = ledger.fill_blocks("<!-- provenance: real world_seed1 world -->\n<!-- /provenance -->",
                                 {"real": Entry(C, "p"), "world_seed1": Entry(C, "p")}, locked | {"world_seed1"}, NAMES)
     assert "> *Provenance* — **real**, **world_seed1**: results at `2c978be`, pending re-run: p.  " in shared
+    checked = ledger.fill_blocks(text, entries, locked, NAMES, controls={"world": "**FAILED** (x)", "real": "n/m",
+                                                                         "world_seed1": "n/m"})
+    assert checked.split("\n")[2:6] == [
+        "> *Provenance* — **real**: results at `2c978be`, pending re-run: precision auto.  ",
+        "> *Provenance* — **world**: fresh: made by this commit's code, data and params.  ",
+        "> *Positive control* — **real**: n/m.  ", "> *Positive control* — **world**: **FAILED** (x).  "]
+    assert ledger.fill_blocks(checked, entries, locked, NAMES, controls={"world": "**FAILED** (x)", "real": "n/m"}) \
+        == checked  # idempotent with the control lines too
 
 
 @pytest.mark.parametrize("text, message", [

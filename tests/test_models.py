@@ -91,7 +91,7 @@ def test_build_time_errors_name_the_field(tmp_path):
 
 def test_register_model_configs_is_idempotent():
     names = register_model_configs()
-    assert names == ["cj-world-vit"]
+    assert names == ["cj-world-effnet", "cj-world-vit"]
     paths_before = len(open_clip.factory._MODEL_CONFIG_PATHS)
     assert register_model_configs() == names
     assert len(open_clip.factory._MODEL_CONFIG_PATHS) == paths_before
@@ -452,3 +452,19 @@ def test_lit_save_load_roundtrip(tmp_path, lit):
     assert torch.equal(plain.visual.trunk.conv_stem.weight, lit.model.visual.trunk.conv_stem.weight)
     assert torch.equal(plain.visual.trunk.bn2.running_mean, lit.model.visual.trunk.bn2.running_mean)
     assert torch.equal(plain.visual.head.proj.weight, lit.model.visual.head.proj.weight)
+
+
+def test_world_effnet_has_the_imagenet_trunk_locked_and_a_random_text_tower():
+    from concrete_jungle.models.build import LIT_IMAGE_MEAN, efficientnet_lite0_state_dict
+
+    spec = ModelSpec(kind="world", name="cj-world-effnet", lock_image=True)
+    bundle = build_model(spec, seed=0)
+    trunk = bundle.model.visual.trunk
+    want = efficientnet_lite0_state_dict(trunk)
+    assert all(torch.equal(v, want[k]) for k, v in trunk.state_dict().items())  # ImageNet weights, strict
+    trainable = [n for n, p in bundle.model.visual.named_parameters() if p.requires_grad]
+    assert trainable == ["head.proj.weight"]  # LiT: the trunk is locked, the projection learns
+    assert bundle.preprocess_val.transforms[-1].mean == LIT_IMAGE_MEAN
+    assert bundle.model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)
+    other = build_model(spec.model_copy(update={"pretrained_towers": False}), seed=0)
+    assert not torch.equal(other.model.visual.trunk.conv_stem.weight, trunk.conv_stem.weight)  # random for tests

@@ -71,6 +71,9 @@ def test_loading_params_imports_no_heavy_library():
         ({"train": {"lr": float("nan")}}, "train.lr"),
         ({"train": {"datasets": []}}, "train.datasets"),
         ({"concreteplant": {"datasets": ["hc"]}}, "train.datasets"),
+        ({"evaluate": {"positive_control": {"alpha": 0}}}, "evaluate.positive_control.alpha"),
+        ({"evaluate": {"positive_control": {"min_gain": -1}}}, "evaluate.positive_control.min_gain"),
+        ({"evaluate": {"positive_control": {"power": 1.0}}}, "evaluate.positive_control.power"),
     ],
 )
 def test_bad_values_name_the_key(override, key):

@@ -61,3 +61,19 @@ def test_figure_axes_saves_on_success_and_writes_nothing_on_error(tmp_path):
             raise KeyError("boom")
     assert not (tmp_path / "bad.png").exists()
     assert len(plt.get_fignums()) == before  # both figures closed
+
+
+def test_plot_learning_curves_panels_and_errors(tmp_path):
+    from analysis.report import plot_learning_curves
+
+    curves = {"hc-infonce": {"hc": {"all_i2t": [(0, 0.7), (10, 0.8)], "relation_i2t": [(0, 0.5), (10, 0.6)]}},
+              "clip": {"hc": {"all_i2t": [(0, 0.7), (10, 0.72)]}, "lc": {"all_i2t": [(0, 0.5), (10, 0.5)]}},
+              "lc-infonce": {"lc": {"all_i2t": [(0, 0.5), (10, 0.6)]}}}
+    out = plot_learning_curves(curves, {"hc-infonce": "hc", "lc-infonce": "lc"}, ["clip"], tmp_path / "lc.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from PIL import Image
+
+    w, h = Image.open(out).size
+    assert w > h  # 2 datasets x 2 groups (all, relation) at 3.2 x 2.6 inches a panel
+    with pytest.raises(ValueError, match="no learning curve logged"):
+        plot_learning_curves({"clip": {}}, {"hc-infonce": "hc"}, ["clip"], tmp_path / "none.png")

@@ -108,6 +108,7 @@ def test_heldout_verdicts_and_bins_by_hand(tmp_path):
     assert m["i2t"] == 0.5 and m["t2i"] == 0.5 and m["by_type"]["object"]["i2t"] == 1.0 and m["by_type"]["relation"]["i2t"] == 0.0
     assert m["by_c_bin"]["[4.5, 5.0]"] == {"i2t": 1.0, "t2i": 1.0, "n": 1}
     assert res["n"] == {"hc": 2} and res["verdicts"] == {"hc": {"a": True, "b": False}}
+    assert res["verdicts_extra"] == {"t2i": {"hc": {"a": True, "b": False}}}  # written beside I2T for the control
     (folder / "heldout.jsonl").write_text("")
     assert prepare_heldout({"hc": folder}, tmp_path / "empty")["available"] is False
 

@@ -261,9 +261,28 @@ def test_comparisons_markdown_rows_holm_family_and_missing_pairs():
     rows = [line for line in section.splitlines() if line.startswith("| a ") or line.startswith("| c ")]
     # raw p 0.625 and 0.125; Holm: 0.125 * 2 = 0.25, max(0.625 * 1, 0.25) = 0.625
     assert rows[0].startswith("| a | b | 10 | 80.0 | 60.0 | +20.0 | [")
-    assert rows[0].endswith("| 3 / 1 | 0.625 | 0.625 |")
+    # MDE at alpha 0.05, 80 % power, n = 10, 4 discordant items: Connor's equation solved for delta = 0.616
+    assert rows[0].endswith("| 3 / 1 | 0.625 | 0.625 | 61.6 | none detectable (MDE 61.6) |")
     assert rows[1].startswith("| c | b | 10 | 100.0 | 60.0 | +40.0 | [")
-    assert rows[1].endswith("| 4 / 0 | 0.125 | 0.250 |")
+    assert rows[1].endswith("| 4 / 0 | 0.125 | 0.250 | 61.6 | none detectable (MDE 61.6) |")
+    assert "## Positive control" not in md  # no control given
+    # a delta as large as its MDE that Holm does not carry is "not significant after Holm", not "none detectable"
+    wide = {"sugarcrepe": {"a": {"s": {str(i): i < 8 for i in range(400)}}, "b": {"s": {str(i): False for i in range(400)}},
+                           **{f"c{k}": {"s": {str(i): False for i in range(400)}} for k in range(17)}}}
+    family = [("a", "b")] + [(f"c{k}", "b") for k in range(17)]
+    row = next(line for line in comparisons_markdown(wide, family, n_resamples=99).splitlines()
+               if line.startswith("| a | b |"))
+    assert "| 8 / 0 | 0.008 | 0.141 | 2.0 | not significant after Holm (MDE 2.0) |" in row
+    marked = comparisons_markdown(verdicts, [("a", "b"), ("c", "b")], n_resamples=99,
+                                  unreadable={"c": "failed the positive control"},
+                                  control={"status": "failed", "reason": "1 of 2 hard-negative fine-tunes did not "
+                                           "pass", "criterion": {"rule": "the rule"}, "models": {}})
+    assert marked.startswith("## Positive control\n\n**FAILED**: the rule. 1 of 2")
+    assert marked.index("## Positive control") < marked.index("## Paired comparisons")
+    assert "**Cannot be read**: rows with c (failed the positive control)" in marked
+    sc = marked.split("### SugarCrepe")[1].split("###")[0]
+    assert [line.rsplit("|", 2)[1].strip() for line in sc.splitlines() if line.startswith(("| a ", "| c "))] == \
+        ["none detectable (MDE 61.6)", "✗ cannot be read (c)"]
     assert "### Held-out pairs hc, I2T" in md and "### Held-out pairs lc, I2T" in md
     lc = md.split("### Held-out pairs lc, I2T")[1].split("###")[0]
     assert "No pair has per-item verdicts on this headline." in lc
@@ -287,3 +306,19 @@ def test_plot_heldout_writes_a_png(tmp_path):
     with pytest.raises(ValueError, match="nothing to plot"):
         plot_heldout({"clip": _skipped("no held-out pair")}, tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
+
+
+def test_visibility_markdown_rows():
+    from analysis.tables import visibility_markdown
+
+    vis = {"base": {"cosine": {"relation": {"image": 0.9991, "text": 0.998, "n": 152},
+                               "random": {"image": 0.1, "text": 0.2, "n": 800}},
+                    "probe": {"relation": {"accuracy": 0.31, "majority": 0.349, "n": 200, "classes": 4},
+                              "object": {"skipped": "fewer than 2 values", "n": 3, "classes": 1}}},
+           "clip": {"skipped": "no held-out pair"}}
+    md = visibility_markdown(vis)
+    assert md.startswith("## Can the models see the edits?")
+    row = next(line for line in md.splitlines() if line.startswith("| base |"))
+    assert row == "| base | — | 0.999 / 0.998 | — | 0.100 / 0.200 | — | 31.0 / 34.9 (n = 200, 4 values) | — |"
+    assert next(line for line in md.splitlines() if line.startswith("| clip |")) == \
+        "| clip | skipped: no held-out pair | — | — | — | — | — | — |"  # 1 + 6 cells: the header's 8 columns

@@ -316,11 +316,12 @@ _MARKER = re.compile(r"^\s*<!--\s*/?\s*provenance\b", re.I)
 
 
 def fill_blocks(text: str, ledger: dict[str, Entry], locked: set[str], names: list[str],
-                upstream: dict[str, set[str]] | None = None) -> str:
+                upstream: dict[str, set[str]] | None = None, controls: dict[str, str] | None = None) -> str:
     """``text`` (a Markdown file such as the README) with every block from a line ``<!-- provenance: a b -->`` to
     the next line ``<!-- /provenance -->`` filled with the :func:`provenance` of each named pipeline (one line for
-    the pipelines that share it). Every locked pipeline must be named by some block, so that no pipeline's results
-    are quoted without their provenance.
+    the pipelines that share it) and, for the pipelines in ``controls`` (name -> one line), the state of their
+    positive control, so that no result is quoted without it. Every locked pipeline must be named by some block, so
+    that no pipeline's results are quoted without their provenance.
 
     Raises:
         ValueError: a block names an unknown pipeline; an opening line without its closing line (or a closing line
@@ -348,7 +349,13 @@ def fill_blocks(text: str, ledger: dict[str, Entry], locked: set[str], names: li
         said: dict[str, list[str]] = {}  # pipelines with the same provenance share a line
         for name in block:
             said.setdefault(provenance(name, ledger, locked, upstream), []).append(f"**{name}**")
-        out += [line, *(f"> *Provenance* — {', '.join(who)}: {text_}.  " for text_, who in said.items()), _CLOSE]
+        shared: dict[str, list[str]] = {}
+        for name in block:
+            if name in (controls or {}):
+                shared.setdefault(controls[name], []).append(f"**{name}**")
+        checks = [f"> *Positive control* — {', '.join(who)}: {text_}.  " for text_, who in shared.items()]
+        out += [line, *(f"> *Provenance* — {', '.join(who)}: {text_}.  " for text_, who in said.items()), *checks,
+                _CLOSE]
         named |= set(block)
         i = end + 1
     if missing := sorted(locked - named):

@@ -81,6 +81,10 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # visual concreteness (Hessel et al. 2018) instead of Brysbaert: D_hc / D_lc built from it (paper Sec. 5)
     "world_visual": ("params.yaml", {"concreteplant.concreteness": "visual", "concreteplant.datasets": ["hc", "lc"],
                                      "train.datasets": ["hc", "lc"]}),
+    # the positive control's fix candidate (docs/instrument.md, H3): an ImageNet-pretrained, locked EfficientNet-Lite0
+    # image trunk (64 px, trainable linear projection) and the world text tower from scratch, on D_hc / D_lc
+    "world_effnet": ("params.yaml", {"base_model.model.name": "cj-world-effnet", "base_model.model.lock_image": True,
+                                     "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"]}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
@@ -373,13 +377,16 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
                 "plots": [{f"{r}/train/{family}": {"cache": False, "x": "step"}}]}
 
     hard_inputs = [f"{m}/base", *images, f"{d}/concreteplant"]  # anchor images, pairs and negative images
+    curve_keys = ["evaluate.precision", "evaluate.batch_size"]  # the learning curves' encoding
     stages["train"] = {"foreach": "${train.losses}", "do": stage(
-        "train", " --family ${item}", loop_keys + ["train.datasets"], hard_inputs, **family_files("${item}"))}
-    stages["train_margin"] = {"foreach": "${train.margin_losses}", "do": stage(
-        "train", " --family ${item}", loop_keys + ["train.datasets", *param_keys(p, "margin")], hard_inputs,
+        "train", " --family ${item}", loop_keys + ["train.datasets", *curve_keys], hard_inputs,
         **family_files("${item}"))}
+    stages["train_margin"] = {"foreach": "${train.margin_losses}", "do": stage(
+        "train", " --family ${item}", loop_keys + ["train.datasets", *param_keys(p, "margin"), *curve_keys],
+        hard_inputs, **family_files("${item}"))}
     stages["train_baseline"] = {"foreach": "${train.baselines}", "do": stage(
-        "train", " --family ${item}", loop_keys, [f"{m}/base", *corpus_in], **family_files("${item}"))}
+        "train", " --family ${item}", loop_keys + ["concreteplant.datasets", "evaluate.precision", "evaluate.batch_size"],
+        [f"{m}/base", *corpus_in, f"{d}/concreteplant"], **family_files("${item}"))}  # + held-out pairs (curves)
 
     # ---- embed: every suite once per model, one process a family (suite.json names each image by path and MD5)
     suite_dirs = [f"{d}/benchmark", *(f"{d}/suites/{s}" for s in ("winoground", "retrieval", "probe", "heldout"))]
@@ -433,16 +440,27 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
         [f"{m}/base", f"{d}/concreteplant"],
         metrics=[{f"{r}/gradient_ratio.json": nocache}])
+    stages["positive_control"] = stage(
+        "positive_control", "", ["seed", *grid, *param_keys(p, "evaluate.positive_control")],
+        [p.suite_dir("heldout").as_posix(), f"{d}/verdicts/heldout"],
+        metrics=[{f"{r}/positive_control.json": nocache}])
+    stages["visibility"] = stage(
+        "visibility", "", [*grid, "concreteplant.datasets", "evaluate.probe.Cs", "evaluate.probe.max_iter",
+                           "evaluate.probe.seed"],
+        [f"{d}/concreteplant", p.suite_dir("heldout").as_posix(), f"{d}/embeddings/heldout"],
+        metrics=[{f"{r}/visibility.json": nocache}])
     stages["report"] = stage(
-        "report", "", ["concreteplant.datasets", *grid],
+        "report", "", ["concreteplant.datasets", *grid, "evaluate.positive_control.power"],
         [f"{r}/evaluate", f"{d}/verdicts", f"{r}/train", f"{r}/gradient_ratio.json", f"{r}/dataset_stats",
-         f"{r}/dataset_gaps"], outs=[{f"reports/{p.profile}/{name}": nocache} for name in REPORT_OUTPUTS])
+         f"{r}/dataset_gaps", f"{r}/positive_control.json", f"{r}/visibility.json"],
+        outs=[{f"reports/{p.profile}/{name}": nocache} for name in REPORT_OUTPUTS])
     return {"stages": stages}
 
 
 #: The files the report stage renders (``reports/<profile>/``).
 REPORT_OUTPUTS = ("table2.md", "table2.tex", "table3.md", "table3.tex", "comparisons.md", "gradient_ratio.png",
-                  "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png")
+                  "gradient_ratio_study.png", "table1.md", "concreteness_gap.png", "heldout.png", "fig5_def.png",
+                  "learning_curves.png")
 
 
 def controls_pipeline(repo: Path = REPO) -> dict:
@@ -543,8 +561,28 @@ def _generated(repo: Path) -> dict[str, Any]:
     files[INDEX] = lambda: ledger.render_index(_names(), ledger.read_ledger(repo)[0], _locked(repo), repo,
                                                _upstream(repo))
     files["README.md"] = lambda: ledger.fill_blocks((repo / "README.md").read_text(), ledger.read_ledger(repo)[0],
-                                                    _locked(repo), _names(), _upstream(repo))
+                                                    _locked(repo), _names(), _upstream(repo), _controls(repo))
     return files
+
+
+def _controls(repo: Path) -> dict[str, str]:
+    """``{pipeline: one line}``: the positive control of every locked profile pipeline, from its committed
+    ``metrics/<name>/positive_control.json`` (:func:`~concrete_jungle.evaluation.positive_control.summary_line`), or
+    that its results predate the control (no such file)."""
+    from concrete_jungle.evaluation.positive_control import summary_line
+
+    out = {}
+    for name in sorted(_locked(repo) - {ledger.pipeline_name(CONTROLS)}):
+        path = repo / "metrics" / name / "positive_control.json"
+        if not path.is_file():
+            out[name] = "not measured: the results predate the positive_control stage (pending re-run)"
+            continue
+        try:
+            out[name] = summary_line(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{path.relative_to(repo)}: not a positive-control result ({type(err).__name__}: "
+                             f"{err}); re-run the positive_control stage") from None
+    return out
 
 
 #: the index of every pipeline's results and their provenance (generated; outside the DAG)

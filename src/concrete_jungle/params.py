@@ -354,8 +354,9 @@ class ModelSpec(BaseModel):
 
     Fields:
         kind: ``"open_clip"`` (any open_clip architecture, paper profile ``ViT-B-32-quickgelu``/``openai``),
-            ``"world"`` (small ViT trained from scratch on the scene world) or ``"lit"`` (EfficientNet-Lite0 +
-            MiniLM-L6, must be named ``cj-lit-effnetlite0-minilm``).
+            ``"world"`` (a small model for the scene world: ``cj-world-vit``, a ViT trained from scratch, or
+            ``cj-world-effnet``, the ImageNet EfficientNet-Lite0 trunk at 64 px with the world's text tower) or
+            ``"lit"`` (EfficientNet-Lite0 + MiniLM-L6, must be named ``cj-lit-effnetlite0-minilm``).
         name: open_clip model (architecture config) name.
         pretrained: open_clip pretrained tag (kind ``open_clip`` only) or a checkpoint file path; ``None`` = random
             init for ``open_clip``/``world``, and the packaged ImageNet/MiniLM tower weights for ``lit`` (when
@@ -370,8 +371,8 @@ class ModelSpec(BaseModel):
         lock_image_unlocked_groups: number of last layer groups of the image tower left trainable when locking.
         lock_image_bn_stats: when locking a timm tower, also freeze its BatchNorm statistics.
         freeze_text_embeddings: stop gradients into the text token (word) embedding table.
-        pretrained_towers: kind ``lit`` with ``pretrained=None`` only: load the packaged ImageNet trunk and MiniLM
-            weights (false: random towers, for tests).
+        pretrained_towers: with ``pretrained=None`` only: kind ``lit`` loads the packaged ImageNet trunk and MiniLM
+            weights, ``cj-world-effnet`` the ImageNet trunk (false: random towers, for tests).
         image_mean / image_std: per-channel normalisation override (RGB, pixel values in [0, 1]); ``None`` = the kind's
             default (``lit``: 0.5/0.5; others: open_clip's, i.e. the OpenAI CLIP statistics or the tag's own).
 
@@ -601,6 +602,9 @@ class TrainParams(LoopParams):
     losses: list[Literal["infonce", "negclip"]] = ["infonce"]
     margin_losses: list[Literal["cement", "static_margin", "inverse_margin"]] = ["cement"]
     baselines: list[Literal["clip"]] = ["clip"]
+    #: held-out pair accuracy by keyword type logged every so many steps (and at step 0 and the last step) as
+    #: learning curves (:mod:`concrete_jungle.learning_curve`); None: no curves
+    curve_every: int | None = Field(10, ge=1)
 
     @field_validator("batch_size")
     @classmethod

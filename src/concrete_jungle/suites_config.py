@@ -15,7 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from concrete_jungle.config_base import _reject_blank, _require_fields, _Section
 
 __all__ = ["WinogroundParams", "RetrievalSet", "RetrievalParams", "ProbeTask", "ProbeParams", "HeldoutParams",
-           "EvaluateParams"]
+           "PositiveControlParams", "EvaluateParams"]
 
 
 class WinogroundParams(_Section):
@@ -161,6 +161,29 @@ class HeldoutParams(_Section):
         return v
 
 
+class PositiveControlParams(_Section):
+    """The study's positive control (:mod:`concrete_jungle.evaluation.positive_control`): every hard-negative
+    fine-tune must beat each baseline (``clip``) on the held-out pairs of its own ConcreteBatch.
+
+    Fields:
+        min_gain: the gain in accuracy points (model minus baseline, paired on the same pairs) a fine-tune must
+            reach, in I2T and in T2I (where the pairs have negative images), to pass.
+        alpha: the exact McNemar p-value must be below it (two-sided) for the gain to count.
+        power: the power at which the minimal detectable effect (MDE) of each comparison is stated, in [0.5, 1).
+        bootstrap_resamples: resamples of the paired percentile bootstrap CI of each gain.
+        confidence_level: of that CI.
+
+    Raises:
+        pydantic.ValidationError: a value out of range (the message names the field).
+    """
+
+    min_gain: float = Field(10.0, ge=0.0, le=100.0)
+    alpha: float = Field(0.001, gt=0.0, lt=1.0)
+    power: float = Field(0.8, ge=0.5, lt=1.0)
+    bootstrap_resamples: int = Field(2000, ge=1)
+    confidence_level: float = Field(0.95, gt=0.0, lt=1.0)
+
+
 class EvaluateParams(_Section):
     batch_size: int = Field(128, ge=1)
     precision: Literal["fp32", "bf16"] = "fp32"  # encoding precision of every benchmark (never the training's)
@@ -168,3 +191,4 @@ class EvaluateParams(_Section):
     retrieval: RetrievalParams = RetrievalParams()
     probe: ProbeParams = ProbeParams()
     heldout: HeldoutParams = HeldoutParams()
+    positive_control: PositiveControlParams = PositiveControlParams()

@@ -127,13 +127,15 @@ def score_heldout(suite_dir: str | os.PathLike, cache: EmbeddingCache, edges: Se
     """Held-out accuracy of one model per dataset (:func:`summarize_heldout`).
 
     Returns:
-        ``{"metrics": {dataset: summary}, "n": {dataset: pairs}, "verdicts": {dataset: {anchor_id: bool (I2T)}}}``.
+        ``{"metrics": {dataset: summary}, "n": {dataset: pairs}, "verdicts": {dataset: {anchor_id: bool (I2T)}},
+        "verdicts_extra": {"t2i": {dataset: {anchor_id: bool}}}}`` (``t2i`` only for datasets with negative images;
+        the extra verdicts go to the verdict file beside ``verdicts``, for the positive control).
 
     Raises:
         KeyError: an input the cache lacks.
     """
     items = read_json(Path(suite_dir) / "items.json")
-    metrics, n, verdicts = {}, {}, {}
+    metrics, n, verdicts, t2i = {}, {}, {}, {}
     for dataset, pairs in items.items():
         if not pairs:
             continue
@@ -144,4 +146,6 @@ def score_heldout(suite_dir: str | os.PathLike, cache: EmbeddingCache, edges: Se
         metrics[dataset] = summarize_heldout(pairs, v, edges)
         n[dataset] = len(pairs)
         verdicts[dataset] = {p["anchor_id"]: bool(x) for p, x in zip(pairs, v["i2t"].tolist())}
-    return {"metrics": metrics, "n": n, "verdicts": verdicts}
+        if "t2i" in v:
+            t2i[dataset] = {p["anchor_id"]: bool(x) for p, x in zip(pairs, v["t2i"].tolist())}
+    return {"metrics": metrics, "n": n, "verdicts": verdicts, "verdicts_extra": {"t2i": t2i}}

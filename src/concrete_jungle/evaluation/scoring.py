@@ -44,7 +44,9 @@ def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = 
         params: the profile's :class:`~concrete_jungle.params.Params`.
         suite: the prepared suite (``params.suite_dir(suite)``; caches under ``data/<p>/embeddings/<suite>``).
         score_fn: ``(suite_dir, meta, cache) -> {name: {"metrics", "n", "verdicts", ...}}`` for an available
-            suite (one entry per result suite, e.g. ``sugarcrepe`` and ``sugarcrepe_pp``).
+            suite (one entry per result suite, e.g. ``sugarcrepe`` and ``sugarcrepe_pp``); an optional
+            ``"verdicts_extra"`` dict is written into the verdict file beside ``verdicts`` (e.g. the held-out T2I
+            verdicts), other keys go to the result JSON.
         results: the result suites this stage writes (default ``(suite,)``); one the suite does not have this time
             (e.g. SugarCrepe++ absent) is written as skipped with its reason.
 
@@ -73,11 +75,12 @@ def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = 
                 out = suite_result(name, label, None, {}, {}, precision=params.evaluate.precision,
                                    available=False, reason=reason)
             else:
-                extra = {k: v for k, v in res.items() if k not in ("metrics", "n", "verdicts")}
+                extra = {k: v for k, v in res.items() if k not in ("metrics", "n", "verdicts", "verdicts_extra")}
                 out = suite_result(name, label, checkpoint, res["metrics"], res["n"],
                                    precision=params.evaluate.precision, **extra)
                 write_json(params.data_dir / "verdicts" / name / f"{label}.json",
-                           {"suite": name, "model": label, "verdicts": res["verdicts"]})
+                           {"suite": name, "model": label, "verdicts": res["verdicts"],
+                            **res.get("verdicts_extra", {})})
             write_metrics(params.metrics_dir / "evaluate" / name / f"{label}.json", out)
             summary[name][label] = out["metrics"] if out["available"] else {"skipped": out["reason"]}
     return summary

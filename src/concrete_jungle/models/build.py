@@ -342,6 +342,13 @@ def _resolve_name(spec: ModelSpec) -> str:
     return spec.name
 
 
+def _effnet_trunk(model_name: str) -> bool:
+    """Whether the architecture's image tower is timm's ``tf_efficientnet_lite0`` (the LiT model and
+    ``cj-world-effnet``): its ImageNet weights and normalisation apply."""
+    cfg = open_clip.get_model_config(model_name) or {}
+    return (cfg.get("vision_cfg") or {}).get("timm_model_name") == "tf_efficientnet_lite0"
+
+
 def _is_checkpoint_file(pretrained: str | None) -> bool:
     return pretrained is not None and os.path.isfile(pretrained)
 
@@ -456,7 +463,9 @@ def build_model(
     after registering the project's configs. Weights: ``spec.pretrained`` as a checkpoint file is loaded strictly
     (our checkpoints and any file ``open_clip.load_checkpoint`` accepts); as a tag it is open_clip's download (kind
     ``open_clip`` only); ``None`` is a random init, except kind ``lit`` whose trunk then gets the ImageNet
-    EfficientNet-Lite0 weights (``strict=True``) and whose text tower the MiniLM-L6 weights. Then the image tower is
+    EfficientNet-Lite0 weights (``strict=True``) and whose text tower the MiniLM-L6 weights, and a ``world`` model
+    with that trunk (``cj-world-effnet``), whose trunk gets the ImageNet weights and whose text tower starts random.
+    Both EfficientNet models default to the weights' normalisation (0.5 / 0.5). Then the image tower is
     locked (``lock_image``) and the token embedding frozen (``freeze_text_embeddings``) as the spec says.
 
     Args:
@@ -493,7 +502,8 @@ def build_model(
     if spec.image_size is not None:
         kwargs["force_image_size"] = spec.image_size
     mean, std = spec.image_mean, spec.image_std
-    if spec.kind == "lit":
+    effnet = _effnet_trunk(model_name)
+    if spec.kind == "lit" or effnet:
         mean = mean or LIT_IMAGE_MEAN
         std = std or LIT_IMAGE_STD
     if _preprocess_cfg:
@@ -502,11 +512,13 @@ def build_model(
         kwargs["image_interpolation"] = _preprocess_cfg.get("interpolation")
         kwargs["image_resize_mode"] = _preprocess_cfg.get("resize_mode")
     load_towers = spec.kind == "lit" and spec.pretrained is None and spec.pretrained_towers
+    # a world model with the EfficientNet-Lite0 trunk (cj-world-effnet): ImageNet trunk, world text tower from scratch
+    load_trunk = load_towers or (spec.kind == "world" and effnet and spec.pretrained is None and spec.pretrained_towers)
 
     # A tag goes to open_clip; a file is loaded below (once), so open_clip builds the architecture only.
     pretrained_arg = None if from_file else spec.pretrained
     seeded = torch.random.fork_rng(devices=[]) if seed is not None else contextlib.nullcontext()
-    with _quiet_random_init_warning(from_file or load_towers), seeded:
+    with _quiet_random_init_warning(from_file or load_trunk), seeded:
         if seed is not None:
             torch.manual_seed(seed)
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(
@@ -525,7 +537,7 @@ def build_model(
             model.load_state_dict(_state_dict, strict=True)
         else:  # a foreign checkpoint (e.g. an OpenAI/open_clip release file): open_clip converts it
             open_clip.load_checkpoint(model, spec.pretrained, strict=True)
-    elif load_towers:
+    elif load_trunk:
         trunk = model.visual.trunk
         trunk.load_state_dict(efficientnet_lite0_state_dict(trunk), strict=True)
 

@@ -1,0 +1,79 @@
+"""Diagnosis (docs/instrument.md, H5): is the fine-tune too short, too slow, or is the image-side negative in the way?
+
+From a profile's trained base model, fine-tunes one hard-negative model (``--dataset``, ``--loss``) and the ``clip``
+baseline under the same loop overrides (``--epochs``, ``--lr``, ``--max-steps``), with the held-out learning curve
+of :mod:`concrete_jungle.learning_curve` on the dataset's held-out pairs, and writes the curves and the final held-out
+accuracies by keyword type, I2T and T2I, to ``--out`` (JSON). Nothing is written into the pipeline's folders.
+
+    python analysis/diagnose_finetune.py --params pipelines/world_effnet/params.yaml --dataset lc --loss infonce \\
+        --epochs 4 --lr 2e-4 --out docs/instrument/finetune_effnet_lc_4ep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv=None) -> dict:
+    from concrete_jungle.corpus.splits import training_records
+    from concrete_jungle.io import read_jsonl
+    from concrete_jungle.learning_curve import HeldoutCurve
+    from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, LOSSES, build_loss
+    from concrete_jungle.machine import machine_info
+    from concrete_jungle.models.checkpoints import load_model, save_checkpoint
+    from concrete_jungle.params import load_params
+    from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", required=True)
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--loss", default="infonce", choices=sorted(HARD_NEGATIVE_LOSSES))
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=None)
+    ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    params = load_params(args.params)
+    loop = params.train.model_copy(update={"epochs": args.epochs, "max_steps": args.max_steps,
+                                           **({"lr": args.lr} if args.lr else {})})
+    pairs = {args.dataset: read_jsonl(params.data_dir / "concreteplant" / args.dataset / "heldout.jsonl")}
+    result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
+              "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
+    for label, family in ((f"{args.dataset}-{args.loss}", args.loss), ("clip", "clip")):
+        t0 = time.time()
+        bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+        if family in HARD_NEGATIVE_LOSSES:
+            batch = read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
+            ds = ConcreteBatchDataset(batch, bundle.preprocess_val, bundle.tokenizer, cache=True,
+                                      negative_images=LOSSES[family].needs_hard_negative_images)
+        else:
+            ds = AnchorDataset(training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")),
+                               bundle.preprocess_val, bundle.tokenizer, caption="anchor", seed=params.seed, cache=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            curve = HeldoutCurve(bundle, pairs, Path(tmp) / "live", every=args.every,
+                                 precision=params.evaluate.precision, batch_size=params.evaluate.batch_size)
+            curve.start()
+            summary = train_contrastive(bundle, ds, build_loss(family, params.margin.to_config()), loop,
+                                        seed=params.seed, live_dir=Path(tmp) / "live",
+                                        checkpoint_path=Path(tmp) / "model" / "checkpoint.pt", params_dump={},
+                                        save_checkpoint=save_checkpoint, hard_negatives=family in HARD_NEGATIVE_LOSSES,
+                                        on_step_end=curve)
+            curve.finish(summary["steps"])
+        result["runs"][label] = {"steps": summary["steps"], "final_loss": summary.get("loss"),
+                                 "wall_s": round(time.time() - t0, 1),
+                                 "curves": {f"{d}/{name}": series for (d, name), series in curve.rows.items()}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    out = main()
+    for label, run in out["runs"].items():
+        last = {k.split("/", 1)[1]: round(100 * v[-1][1], 1) for k, v in run["curves"].items()}
+        print(label, run["steps"], run["wall_s"], last)

@@ -1,0 +1,40 @@
+"""DVC stage `positive_control`: does every hard-negative fine-tune beat the baseline (``clip``) on the held-out pairs
+of its own ConcreteBatch? (:mod:`concrete_jungle.evaluation.positive_control`). Writes
+``metrics/<p>/positive_control.json``: per model, I2T and T2I by keyword type, the paired gain in points with its
+bootstrap CI, McNemar p, minimal detectable effect and ``passed``; the study's verdict. The report states it first and
+marks the comparisons that cannot be read.
+"""
+
+from concrete_jungle.cli import run_stage
+from concrete_jungle.params import Params
+
+
+def positive_control_stage(params: Params) -> dict:
+    """Read ``data/<p>/suites/heldout/items.json`` and ``data/<p>/verdicts/heldout/<label>.json`` of every model of the
+    grid, judge the control with ``evaluate.positive_control`` and write the metrics file.
+
+    Raises:
+        FileNotFoundError: the prepared held-out suite is missing (named).
+    """
+    from concrete_jungle.evaluation.positive_control import positive_control, read_heldout_verdicts
+    from concrete_jungle.grid import model_labels
+    from concrete_jungle.io import read_json, write_metrics
+
+    pc = params.evaluate.positive_control
+    baselines = list(params.train.baselines)
+    models = [lab for lab in model_labels(params) if lab != "base" and lab not in baselines]
+    items_path = params.suite_dir("heldout") / "items.json"
+    if not items_path.is_file():
+        raise FileNotFoundError(f"held-out suite not found: {items_path} (run prepare_heldout)")
+    items = read_json(items_path)
+    folder = params.data_dir / "verdicts" / "heldout"
+    verdicts = {lab: read_heldout_verdicts(folder, lab) for lab in [*models, *baselines]}
+    result = positive_control(items, verdicts, models, baselines, min_gain=pc.min_gain, alpha=pc.alpha,
+                              power=pc.power, n_resamples=pc.bootstrap_resamples,
+                              confidence_level=pc.confidence_level, seed=params.seed)
+    write_metrics(params.metrics_dir / "positive_control.json", result)
+    return {"status": result["status"], "failed": result["failed"], "reason": result["reason"]}
+
+
+if __name__ == "__main__":
+    run_stage(__doc__, positive_control_stage)

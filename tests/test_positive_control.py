@@ -1,0 +1,157 @@
+"""The positive control (concrete_jungle.evaluation.positive_control) and the MDE (paired.mcnemar_mde): hand-computed
+gains, exact McNemar p-values, Connor's MDE, verdicts and the report section."""
+
+import json
+import math
+
+import pytest
+from scipy.stats import norm
+
+from analysis.tables import positive_control_markdown
+from concrete_jungle.evaluation.paired import mcnemar_mde, mde_from_ci
+from concrete_jungle.evaluation.positive_control import (control_stats, failed_models, positive_control,
+                                                         read_heldout_verdicts, summary_line)
+
+
+def test_mcnemar_mde_solves_connors_equation():
+    # n = 875 items (real SugarCrepe with images), 20 % discordant, alpha 0.05, power 0.8
+    d = mcnemar_mde(875, 0.2)
+    z_a, z_b = norm.ppf(0.975), norm.ppf(0.8)
+    assert math.sqrt(875) * d == pytest.approx(z_a * math.sqrt(0.2) + z_b * math.sqrt(0.2 - d * d), abs=1e-8)
+    assert d == pytest.approx(0.0423, abs=5e-4)  # about (1.96 + 0.84) * sqrt(0.2 / 875) = 4.2 points
+    assert mcnemar_mde(4 * 875, 0.2) == pytest.approx(d / 2, rel=0.02)  # 1 / sqrt(n)
+    assert mcnemar_mde(875, 0.2, alpha=0.001) > d  # a stricter level needs a larger effect
+    # no discordant item: psi is taken as delta itself (|delta| <= psi), still finite and positive
+    z = mcnemar_mde(310, 0.0)
+    assert math.sqrt(310) * z == pytest.approx(z_a * math.sqrt(z) + z_b * math.sqrt(z - z * z), abs=1e-8)
+    assert mcnemar_mde(3, 0.5) == 1.0  # sqrt(3) < 1.96: no effect up to 100 points is detectable
+    for bad in ({"n": 0, "discordance": 0.1}, {"n": 10, "discordance": 1.5}, {"n": 10, "discordance": 0.1,
+                                                                              "alpha": 0}):
+        with pytest.raises(ValueError, match="mcnemar_mde"):
+            mcnemar_mde(**bad)
+
+
+def _items(n_attr=10, n_rel=10, images=False):
+    extra = lambda i: {"negative_image": f"n{i}.png"} if images else {}  # noqa: E731
+    return {"hc": [{"anchor_id": f"a{i}", "type": "attribute", **extra(i)} for i in range(n_attr)]
+            + [{"anchor_id": f"r{i}", "type": "relation", **extra(i)} for i in range(n_rel)]}
+
+
+def _ids(items):
+    return [p["anchor_id"] for p in items["hc"]]
+
+
+def test_control_stats_gain_p_and_verdict():
+    ids = [str(i) for i in range(20)]
+    model = {i: True for i in ids}
+    ref = {i: int(i) < 5 for i in ids}  # 15 pairs only the model gets right, none only the reference
+    st = control_stats(model, ref, min_gain=10, alpha=0.001, power=0.8, n_resamples=200, confidence_level=0.95,
+                       seed=0)
+    assert st["n"] == 20 and st["accuracy_pct"] == 100.0 and st["reference_accuracy_pct"] == 25.0
+    assert st["gain_points"] == pytest.approx(75.0) and (st["only_model"], st["only_reference"]) == (15, 0)
+    assert st["mcnemar_p"] == pytest.approx(2 * 0.5 ** 15)  # exact two-sided binomial on 15 discordant pairs
+    assert st["passed"] and st["ci_points"][0] <= 75.0 <= st["ci_points"][1]
+    assert st["mde_points"] == pytest.approx(100 * mcnemar_mde(20, 0.75, alpha=0.001))
+    # +10 points on 2 discordant pairs: p = 0.5, fails whatever the gain
+    two = {i: int(i) < 12 for i in ids}
+    st2 = control_stats(two, {i: int(i) < 10 for i in ids}, min_gain=10, alpha=0.001, power=0.8, n_resamples=200,
+                        confidence_level=0.95, seed=0)
+    assert st2["gain_points"] == pytest.approx(10.0) and st2["mcnemar_p"] == pytest.approx(0.5)
+    assert not st2["passed"]
+
+
+def test_positive_control_verdicts_per_model_and_study():
+    items = _items(images=True)  # negative images: the criterion needs I2T and T2I
+    ids = _ids(items)
+    strong = {i: True for i in ids}
+    clip = {i: i in ("a0", "a1", "r0", "r1", "r2") for i in ids}  # 5 of 20 right
+    weak_t2i = {i: clip[i] or i in ("a2", "a3") for i in ids}  # +10 points on 2 pairs
+    verdicts = {"hc-infonce": {"i2t": {"hc": strong}, "t2i": {"hc": strong}},
+                "hc-cement": {"i2t": {"hc": strong}, "t2i": {"hc": weak_t2i}},
+                "clip": {"i2t": {"hc": clip}, "t2i": {"hc": clip}}}
+    out = positive_control(items, verdicts, ["hc-infonce", "hc-cement"], ["clip"], n_resamples=200)
+    assert out["status"] == "failed" and out["passed"] is False and out["failed"] == ["hc-cement"]
+    good, bad = out["models"]["hc-infonce"], out["models"]["hc-cement"]
+    assert good["passed"] and good["dataset"] == "hc"
+    assert good["vs"]["clip"]["i2t"]["gain_points"] == pytest.approx(75.0)
+    rel = good["vs"]["clip"]["by_type"]["relation"]["i2t"]
+    assert rel["n"] == 10 and rel["gain_points"] == pytest.approx(70.0)  # clip right on 3 of 10 relations
+    assert rel["mcnemar_p"] == pytest.approx(2 * 0.5 ** 7) and not rel["passed"]  # 7 discordant: p = 0.0156
+    assert bad["vs"]["clip"]["i2t"]["passed"] and not bad["vs"]["clip"]["t2i"]["passed"]
+    assert failed_models(out) == {"hc-cement": "failed the positive control"}
+    json.dumps(out, allow_nan=False)  # finite, serialisable
+    both = positive_control(items, {**verdicts, "hc-cement": verdicts["hc-infonce"]}, ["hc-infonce", "hc-cement"],
+                            ["clip"], n_resamples=200)
+    assert both["status"] == "passed" and both["passed"] and both["reason"] is None and failed_models(both) == {}
+    md = positive_control_markdown(out)
+    assert md.startswith("## Positive control\n\n**FAILED**: each hard-negative fine-tune beats every baseline")
+    row = next(line for line in md.splitlines() if line.startswith("| **hc-infonce** | clip | hc all | I2T |"))
+    assert "| 20 | 100.0 | 25.0 | +75.0 |" in row and row.endswith("| ✓ |")
+    assert "| hc-cement | | | | | | | | | | | **FAILED** |" in md
+    assert "**PASSED**" in positive_control_markdown(both)
+    line = summary_line(out)
+    assert line.startswith("**FAILED** (gain over clip on the model's own held-out pairs, I2T / T2I in points, needs "
+                           ">= 10 with McNemar p < 0.001): hc-infonce +75.0 / +75.0 (MDE ")
+    assert "; hc-cement +75.0 / +10.0 (MDE " in line and line.endswith(
+        "✗. 1 of 2 hard-negative fine-tunes did not pass: the comparisons of the models marked ✗ cannot be read")
+    assert summary_line(both).startswith("**PASSED**") and "✗" not in summary_line(both)
+
+
+def test_positive_control_unavailable_and_bad_input(tmp_path):
+    items = _items(3, 0)
+    clip = {"i2t": {"hc": {i: False for i in _ids(items)}}}
+    out = positive_control(items, {"hc-infonce": None, "clip": clip}, ["hc-infonce"], ["clip"])
+    assert out["status"] == "unavailable" and out["passed"] is False
+    assert "no held-out verdicts for hc-infonce" in out["reason"]
+    assert failed_models(out)["hc-infonce"].startswith("positive control not measured")
+    out = positive_control({"hc": []}, {"hc-infonce": clip, "clip": clip}, ["hc-infonce"], ["clip"])
+    assert "no held-out pair of dataset hc" in out["reason"]
+    assert positive_control(items, {}, ["hc-infonce"], [])["reason"] == "no baseline (train.baselines is empty)"
+    other = {"i2t": {"hc": {"zz": True}}}
+    with pytest.raises(ValueError, match="i2t verdicts of hc-infonce on hc cover other pairs"):
+        positive_control(items, {"hc-infonce": other, "clip": clip}, ["hc-infonce"], ["clip"])
+    twice = {"hc": items["hc"] + items["hc"][:1]}
+    with pytest.raises(ValueError, match="repeat an anchor_id"):
+        positive_control(twice, {"hc-infonce": clip, "clip": clip}, ["hc-infonce"], ["clip"])
+    assert read_heldout_verdicts(tmp_path, "clip") is None  # not scored
+    (tmp_path / "clip.json").write_text(json.dumps({"suite": "heldout", "model": "clip",
+                                                    "verdicts": {"hc": {"a0": True}}, "t2i": {"hc": {"a0": False}}}))
+    assert read_heldout_verdicts(tmp_path, "clip") == {"i2t": {"hc": {"a0": True}}, "t2i": {"hc": {"a0": False}}}
+    (tmp_path / "bad.json").write_text(json.dumps({"suite": "heldout"}))
+    with pytest.raises(ValueError, match="bad.json: no 'verdicts'"):
+        read_heldout_verdicts(tmp_path, "bad")
+
+
+def test_mde_from_ci_is_the_normal_approximation():
+    # a 95 % CI of width 2 * 1.96 SE: SE = 1, MDE = z_0.975 + z_0.8 = 2.80
+    assert mde_from_ci(-1.959964, 1.959964) == pytest.approx(1.959964 + 0.841621, rel=1e-5)
+    assert mde_from_ci(0.1, 0.1) == 0.0
+    with pytest.raises(ValueError, match="low <= high"):
+        mde_from_ci(0.2, 0.1)
+
+
+def test_review_fixes_t2i_required_exact_gain_low_power_and_no_baseline():
+    items = {"hc": [{"anchor_id": f"a{i}", "type": "attribute", "negative_image": f"n{i}.png"} for i in range(20)]}
+    ids = _ids(items)
+    good, bad = {i: True for i in ids}, {i: False for i in ids}
+    # pairs with negative images: T2I is part of the criterion, so I2T alone is "not measured", never "passed"
+    i2t_only = {"hc-infonce": {"i2t": {"hc": good}}, "clip": {"i2t": {"hc": bad}, "t2i": {"hc": bad}}}
+    out = positive_control(items, i2t_only, ["hc-infonce"], ["clip"], n_resamples=50)
+    assert out["status"] == "unavailable" and out["models"]["hc-infonce"]["passed"] is None
+    assert "no T2I verdicts of hc-infonce on hc" in out["reason"]
+    other = {"hc-infonce": {"i2t": {"lc": good}, "t2i": {"lc": good}}, "clip": {"i2t": {"hc": bad}, "t2i": {"hc": bad}}}
+    assert "no I2T verdicts of hc-infonce on hc" in positive_control(items, other, ["hc-infonce"], ["clip"])["reason"]
+    # a gain of exactly min_gain passes: 46 vs 16 discordant of 300 is 10 points (float: 9.999999999999998)
+    m = {f"x{k}": k < 46 for k in range(300)}
+    r = {f"x{k}": 46 <= k < 62 for k in range(300)}
+    st = control_stats(m, r, min_gain=10, alpha=0.001, power=0.8, n_resamples=50, confidence_level=0.95, seed=0)
+    assert st["mcnemar_p"] < 0.001 and st["passed"]
+    with pytest.raises(ValueError, match="power 0.02 is too low for alpha 0.05"):
+        mcnemar_mde(400, 0.1, alpha=0.05, power=0.02)
+    # no baseline: every hard-negative model is "not measured", so its comparisons are marked
+    none = positive_control(items, {}, ["hc-infonce"], [])
+    assert failed_models(none) == {"hc-infonce": "positive control not measured (no baseline (train.baselines is "
+                                                 "empty))"}
+    assert summary_line({"status": "failed", "models": {}}).startswith("**FAILED** (gain over the baseline on the "
+                                                                       "model's own held-out pairs, I2T / T2I in "
+                                                                       "points, needs >= ? with McNemar p < ?)")
