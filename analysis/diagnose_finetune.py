@@ -36,13 +36,24 @@ def main(argv=None) -> dict:
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--train-pairs", type=int, default=0,
+                    help="also score this many of the fine-tune's own training pairs (seeded draw), as '<d>-train': "
+                         "tells a fine-tune that cannot fit its pairs from one that fits them without generalising")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     params = load_params(args.params)
     loop = params.train.model_copy(update={"epochs": args.epochs, "max_steps": args.max_steps,
                                            **({"lr": args.lr} if args.lr else {})})
     pairs = {args.dataset: read_jsonl(params.data_dir / "concreteplant" / args.dataset / "heldout.jsonl")}
+    if args.train_pairs:
+        import random
+
+        heldout_ids = {p["anchor_id"] for p in pairs[args.dataset]}
+        own = [b for b in read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
+               if b["anchor_id"] not in heldout_ids]
+        pairs[f"{args.dataset}-train"] = random.Random(params.seed).sample(own, min(args.train_pairs, len(own)))
     result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
+              "train_pairs": args.train_pairs,
               "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
     for label, family in ((f"{args.dataset}-{args.loss}", args.loss), ("clip", "clip")):
         t0 = time.time()

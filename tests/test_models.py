@@ -91,7 +91,7 @@ def test_build_time_errors_name_the_field(tmp_path):
 
 def test_register_model_configs_is_idempotent():
     names = register_model_configs()
-    assert names == ["cj-world-effnet", "cj-world-vit"]
+    assert names == ["cj-world-effnet", "cj-world-effnet-attn", "cj-world-vit"]
     paths_before = len(open_clip.factory._MODEL_CONFIG_PATHS)
     assert register_model_configs() == names
     assert len(open_clip.factory._MODEL_CONFIG_PATHS) == paths_before
@@ -468,3 +468,26 @@ def test_world_effnet_has_the_imagenet_trunk_locked_and_a_random_text_tower():
     assert bundle.model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)
     other = build_model(spec.model_copy(update={"pretrained_towers": False}), seed=0)
     assert not torch.equal(other.model.visual.trunk.conv_stem.weight, trunk.conv_stem.weight)  # random for tests
+
+
+def test_world_effnet_attn_pools_the_locked_trunk_with_a_trainable_attention_pool():
+    """Fix candidate 2 (docs/instrument.md, H7): same locked ImageNet trunk, AttentionPool2d over its 2 x 2 map."""
+    from concrete_jungle.models.build import efficientnet_lite0_state_dict
+
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-effnet-attn", lock_image=True), seed=0)
+    trunk = bundle.model.visual.trunk
+    want = efficientnet_lite0_state_dict(trunk)
+    assert all(torch.equal(v, want[k]) for k, v in trunk.state_dict().items())
+    trainable = {n.split(".")[1] for n, p in bundle.model.visual.named_parameters() if p.requires_grad}
+    assert trainable == {"pool"}  # only the attention pool learns; no separate projection
+    pool = bundle.model.visual.head.pool
+    # open_clip sizes the table for its 7 x 7 default map (+ the pooled token); timm resamples it to the trunk's
+    # 2 x 2 map at 64 px on every forward, so each world cell gets a position of its own
+    assert pool.pos_embed.shape[0] == 7 * 7 + 1
+    from timm.layers import resample_abs_pos_embed
+
+    cells = resample_abs_pos_embed(pool.pos_embed.unsqueeze(0), (2, 2), old_size=pool.feat_size,
+                                   num_prefix_tokens=1)[0, 1:]
+    assert cells.shape == (4, pool.pos_embed.shape[1])
+    assert torch.cdist(cells, cells).add(torch.eye(4)).min() > 0
+    assert bundle.model.encode_image(torch.zeros(2, 3, 64, 64)).shape == (2, 128)

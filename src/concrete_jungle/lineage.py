@@ -85,6 +85,11 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # image trunk (64 px, trainable linear projection) and the world text tower from scratch, on D_hc / D_lc
     "world_effnet": ("params.yaml", {"base_model.model.name": "cj-world-effnet", "base_model.model.lock_image": True,
                                      "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"]}),
+    # fix candidate 2 (docs/instrument.md, H7): the same locked ImageNet trunk, pooled by a trainable attention pool
+    # with learned positions over its 2 x 2 map (one token a world cell at 64 px), so layout reaches the embedding
+    "world_effnet_attn": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn",
+                                          "base_model.model.lock_image": True,
+                                          "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"]}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
