@@ -39,11 +39,16 @@ def main(argv=None) -> dict:
     ap.add_argument("--train-pairs", type=int, default=0,
                     help="also score this many of the fine-tune's own training pairs (seeded draw), as '<d>-train': "
                          "tells a fine-tune that cannot fit its pairs from one that fits them without generalising")
+    ap.add_argument("--only-scored", action="store_true",
+                    help="train the hard-negative model on the scored training pairs alone (with --train-pairs K and "
+                         "--batch-size K: can the loss fit K pairs at all?)")
+    ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     params = load_params(args.params)
     loop = params.train.model_copy(update={"epochs": args.epochs, "max_steps": args.max_steps,
-                                           **({"lr": args.lr} if args.lr else {})})
+                                           **({"lr": args.lr} if args.lr else {}),
+                                           **({"batch_size": args.batch_size} if args.batch_size else {})})
     pairs = {args.dataset: read_jsonl(params.data_dir / "concreteplant" / args.dataset / "heldout.jsonl")}
     if args.train_pairs:
         import random
@@ -53,13 +58,16 @@ def main(argv=None) -> dict:
                if b["anchor_id"] not in heldout_ids]
         pairs[f"{args.dataset}-train"] = random.Random(params.seed).sample(own, min(args.train_pairs, len(own)))
     result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
-              "train_pairs": args.train_pairs,
+              "train_pairs": args.train_pairs, "only_scored": args.only_scored, "batch_size": loop.batch_size,
               "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
-    for label, family in ((f"{args.dataset}-{args.loss}", args.loss), ("clip", "clip")):
+    runs = [(f"{args.dataset}-{args.loss}", args.loss)] + ([] if args.only_scored else [("clip", "clip")])
+    for label, family in runs:
         t0 = time.time()
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         if family in HARD_NEGATIVE_LOSSES:
             batch = read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
+            if args.only_scored:
+                batch = pairs[f"{args.dataset}-train"]
             ds = ConcreteBatchDataset(batch, bundle.preprocess_val, bundle.tokenizer, cache=True,
                                       negative_images=LOSSES[family].needs_hard_negative_images)
         else:
