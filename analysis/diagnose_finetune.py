@@ -43,9 +43,11 @@ def main(argv=None) -> dict:
                     help="train the hard-negative model on the scored training pairs alone (with --train-pairs K and "
                          "--batch-size K: can the loss fit K pairs at all?)")
     ap.add_argument("--batch-size", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=None, help="training and pair-draw seed (default: the params' seed)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     params = load_params(args.params)
+    seed = params.seed if args.seed is None else args.seed
     loop = params.train.model_copy(update={"epochs": args.epochs, "max_steps": args.max_steps,
                                            **({"lr": args.lr} if args.lr else {}),
                                            **({"batch_size": args.batch_size} if args.batch_size else {})})
@@ -56,9 +58,10 @@ def main(argv=None) -> dict:
         heldout_ids = {p["anchor_id"] for p in pairs[args.dataset]}
         own = [b for b in read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
                if b["anchor_id"] not in heldout_ids]
-        pairs[f"{args.dataset}-train"] = random.Random(params.seed).sample(own, min(args.train_pairs, len(own)))
+        pairs[f"{args.dataset}-train"] = random.Random(seed).sample(own, min(args.train_pairs, len(own)))
     result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
-              "train_pairs": args.train_pairs, "only_scored": args.only_scored, "batch_size": loop.batch_size,
+              "train_pairs": args.train_pairs, "only_scored": args.only_scored, "seed": seed,
+              "batch_size": loop.batch_size,
               "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
     runs = [(f"{args.dataset}-{args.loss}", args.loss)] + ([] if args.only_scored else [("clip", "clip")])
     for label, family in runs:
@@ -78,7 +81,7 @@ def main(argv=None) -> dict:
                                  precision=params.evaluate.precision, batch_size=params.evaluate.batch_size)
             curve.start()
             summary = train_contrastive(bundle, ds, build_loss(family, params.margin.to_config()), loop,
-                                        seed=params.seed, live_dir=Path(tmp) / "live",
+                                        seed=seed, live_dir=Path(tmp) / "live",
                                         checkpoint_path=Path(tmp) / "model" / "checkpoint.pt", params_dump={},
                                         save_checkpoint=save_checkpoint, hard_negatives=family in HARD_NEGATIVE_LOSSES,
                                         on_step_end=curve)
