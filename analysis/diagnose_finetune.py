@@ -52,12 +52,12 @@ def main(argv=None) -> dict:
                                            **({"lr": args.lr} if args.lr else {}),
                                            **({"batch_size": args.batch_size} if args.batch_size else {})})
     pairs = {args.dataset: read_jsonl(params.data_dir / "concreteplant" / args.dataset / "heldout.jsonl")}
+    concretebatch = read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
     if args.train_pairs:
         import random
 
         heldout_ids = {p["anchor_id"] for p in pairs[args.dataset]}
-        own = [b for b in read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
-               if b["anchor_id"] not in heldout_ids]
+        own = [b for b in concretebatch if b["anchor_id"] not in heldout_ids]
         pairs[f"{args.dataset}-train"] = random.Random(seed).sample(own, min(args.train_pairs, len(own)))
     result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
               "train_pairs": args.train_pairs, "only_scored": args.only_scored, "seed": seed,
@@ -68,9 +68,7 @@ def main(argv=None) -> dict:
         t0 = time.time()
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         if family in HARD_NEGATIVE_LOSSES:
-            batch = read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
-            if args.only_scored:
-                batch = pairs[f"{args.dataset}-train"]
+            batch = pairs[f"{args.dataset}-train"] if args.only_scored else concretebatch
             ds = ConcreteBatchDataset(batch, bundle.preprocess_val, bundle.tokenizer, cache=True,
                                       negative_images=LOSSES[family].needs_hard_negative_images)
         else:

@@ -60,6 +60,10 @@ REPO = Path(__file__).resolve().parents[2]
 #: Profiles derived from another one by a few overrides (the reviewers' controls, issue 12): ``name -> (params
 #: file it is derived from, {dotted key: value})``. ``lineage write`` writes ``pipelines/<name>/params.yaml`` from
 #: them (edit the source profile or this table, never the written file; ``check`` fails when it differs).
+# the fix candidates' shared setting: a locked pretrained image trunk (LiT), D_hc / D_lc only
+_EFFNET_WORLD: dict[str, Any] = {"base_model.model.lock_image": True, "concreteplant.datasets": ["hc", "lc"],
+                                 "train.datasets": ["hc", "lc"]}
+
 DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # seeds: the whole world study replicated (scenes, benchmark, base model, ConcretePlant sampling, fine-tunes)
     "world_seed1": ("params.yaml", {"seed": 1}),
@@ -83,13 +87,10 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
                                      "train.datasets": ["hc", "lc"]}),
     # the positive control's fix candidate (docs/instrument.md, H3): an ImageNet-pretrained, locked EfficientNet-Lite0
     # image trunk (64 px, trainable linear projection) and the world text tower from scratch, on D_hc / D_lc
-    "world_effnet": ("params.yaml", {"base_model.model.name": "cj-world-effnet", "base_model.model.lock_image": True,
-                                     "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"]}),
+    "world_effnet": ("params.yaml", {"base_model.model.name": "cj-world-effnet", **_EFFNET_WORLD}),
     # fix candidate 2 (docs/instrument.md, H7): the same locked ImageNet trunk, pooled by a trainable attention pool
     # with learned positions over its 2 x 2 map (one token a world cell at 64 px), so layout reaches the embedding
-    "world_effnet_attn": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn",
-                                          "base_model.model.lock_image": True,
-                                          "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"]}),
+    "world_effnet_attn": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
