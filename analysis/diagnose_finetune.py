@@ -44,6 +44,16 @@ def main(argv=None) -> dict:
                          "--batch-size K: can the loss fit K pairs at all?)")
     ap.add_argument("--batch-size", type=int, default=None)
     ap.add_argument("--seed", type=int, default=None, help="training and pair-draw seed (default: the params' seed)")
+    ap.add_argument("--unlock-groups", type=int, default=None,
+                    help="re-lock the base's image trunk with this many last layer groups trainable (both runs)")
+    ap.add_argument("--logit-scale", type=float, default=None,
+                    help="start both fine-tunes from this logit scale (exp of the parameter; the base's otherwise)")
+    ap.add_argument("--fixed-logit-scale", action="store_true", help="keep --logit-scale fixed during training")
+    ap.add_argument("--freeze-image", action="store_true",
+                    help="train the text tower alone (image tower and logit scale frozen; both runs)")
+    ap.add_argument("--types", default=None,
+                    help="comma-separated keyword types: train the hard-negative model on these pairs only")
+    ap.add_argument("--no-clip", action="store_true", help="skip the clip baseline run")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     params = load_params(args.params)
@@ -61,12 +71,35 @@ def main(argv=None) -> dict:
         pairs[f"{args.dataset}-train"] = random.Random(seed).sample(own, min(args.train_pairs, len(own)))
     result = {"params": args.params, "dataset": args.dataset, "loss": args.loss, "epochs": args.epochs,
               "train_pairs": args.train_pairs, "only_scored": args.only_scored, "seed": seed,
-              "batch_size": loop.batch_size,
+              "batch_size": loop.batch_size, "unlock_groups": args.unlock_groups,
+              "logit_scale": args.logit_scale, "fixed_logit_scale": args.fixed_logit_scale,
+              "freeze_image": args.freeze_image, "types": args.types,
               "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
-    runs = [(f"{args.dataset}-{args.loss}", args.loss)] + ([] if args.only_scored else [("clip", "clip")])
+    if args.types:
+        concretebatch = [b for b in concretebatch if b["type"] in args.types.split(",")]
+    runs = [(f"{args.dataset}-{args.loss}", args.loss)] + ([] if args.only_scored or args.no_clip
+                                                            else [("clip", "clip")])
     for label, family in runs:
         t0 = time.time()
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+        if args.unlock_groups is not None:
+            from concrete_jungle.models.build import lock_image_tower
+
+            bundle.model.visual.trunk.requires_grad_(True)  # open_clip's lock only locks; start from all trainable
+            lock_image_tower(bundle.model, args.unlock_groups, True)
+            result["trainable_image_params"] = sum(p.numel() for p in bundle.model.visual.parameters()
+                                                   if p.requires_grad)
+        if args.freeze_image:
+            bundle.model.visual.requires_grad_(False)
+            bundle.model.logit_scale.requires_grad_(False)
+        if args.logit_scale is not None:
+            import math
+
+            import torch
+
+            with torch.no_grad():
+                bundle.model.logit_scale.fill_(math.log(args.logit_scale))
+            bundle.model.logit_scale.requires_grad_(not args.fixed_logit_scale)
         if family in HARD_NEGATIVE_LOSSES:
             batch = pairs[f"{args.dataset}-train"] if args.only_scored else concretebatch
             ds = ConcreteBatchDataset(batch, bundle.preprocess_val, bundle.tokenizer, cache=True,
@@ -85,6 +118,7 @@ def main(argv=None) -> dict:
                                         on_step_end=curve)
             curve.finish(summary["steps"])
         result["runs"][label] = {"steps": summary["steps"], "final_loss": summary.get("loss"),
+                                 "final_logit_scale": round(float(bundle.model.logit_scale.exp()), 3),
                                  "wall_s": round(time.time() - t0, 1),
                                  "curves": {f"{d}/{name}": series for (d, name), series in curve.rows.items()}}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
