@@ -8,8 +8,9 @@ root (``wdir``) and depends on exactly
 * the code it runs: its ``stages/<name>.py`` and the transitive closure of the ``concrete_jungle`` / ``analysis``
   modules it imports (module level or inside functions; parent packages' ``__init__.py`` included), plus the data
   those modules read (the non-Python files of a package in the closure, e.g. ``concreteplant/lexicon/*.yaml``, and
-  a non-Python folder beside a module whose name the module spells, e.g. ``model_configs``) — computed by
-  :func:`code_deps` from the source, never listed by hand;
+  a non-Python folder beside a module whose name the module spells, e.g. ``model_configs``, narrowed to the config
+  files the profile names by :func:`model_config_deps`) — computed by :func:`code_deps` from the source, never
+  listed by hand;
 * the params keys it reads, by name (``train.lr``, ``margin.tau``; nested config objects down to their fields);
 * the source data it reads (captions JSON, image folders, benchmark JSON named in its params) and the outputs of
   the stages before it.
@@ -37,7 +38,6 @@ estimated re-run time, and which pending re-runs fit the budget.
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
@@ -48,6 +48,7 @@ import yaml
 from pydantic import BaseModel
 
 from concrete_jungle import ledger
+from concrete_jungle.code_closure import MODEL_CONFIG_DIR, code_deps, model_config_deps  # noqa: F401 (API)
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
@@ -110,92 +111,8 @@ HASH_SEEDED = frozenset({"dataset_stats"})
 #: The concreteness sources compared on the same world (seed 0): Brysbaert (the world) and visual (world_visual)
 SOURCE_PROFILES = ("params.yaml", "pipelines/world_visual/params.yaml")
 BATCH_PROFILES = tuple(f"pipelines/world_n{n}/params.yaml" for n in (64, 256, 1024))
-_PACKAGES = ("concrete_jungle", "analysis")  # project code: src/concrete_jungle and analysis/ at the root
 #: train keys that shape the grid (which stages exist), read by no training run
 _GRID_KEYS = ("datasets", "losses", "margin_losses", "baselines")
-
-
-# ------------------------------------------------------------------------------------------------- code
-def _roots(repo: Path) -> dict[str, Path]:
-    return {"concrete_jungle": repo / "src", "analysis": repo}
-
-
-def _module_file(module: str, repo: Path) -> Path | None:
-    parts = module.split(".")
-    root = _roots(repo).get(parts[0])
-    if root is None:
-        return None
-    base = root.joinpath(*parts)
-    for cand in (base.with_suffix(".py"), base / "__init__.py"):
-        if cand.is_file():
-            return cand
-    return None
-
-
-_IMPORTS: dict[tuple[str, int, int], frozenset[str]] = {}  # (path, mtime_ns, size) -> its project imports
-
-
-def _imports(path: Path) -> set[str]:
-    """Dotted names of every ``concrete_jungle`` / ``analysis`` module ``path`` imports, anywhere in the file
-    (``from a.b import c`` yields ``a.b`` and, when it is a module, ``a.b.c``). Parsed once per file version (the
-    spec renders ~300 stages over the same ~100 modules)."""
-    st = path.stat()
-    key = (str(path), st.st_mtime_ns, st.st_size)
-    if key not in _IMPORTS:
-        _IMPORTS[key] = frozenset(_parse_imports(path))
-    return set(_IMPORTS[key])
-
-
-def _parse_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names}
-    return {m for m in found if m.split(".")[0] in _PACKAGES}
-
-
-def code_deps(script: str | Path, repo: Path = REPO) -> list[str]:
-    """Repository-relative paths of the code ``script`` runs: itself, every project module in its import closure
-    with the ``__init__.py`` of their parent packages, and the data folders those modules read (sorted).
-
-    Raises:
-        FileNotFoundError: ``script`` does not exist.
-    """
-    script = repo / script
-    if not script.is_file():
-        raise FileNotFoundError(f"stage script not found: {script}")
-    seen: set[Path] = set()
-    todo = [script]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for module in _imports(path):
-            parts = module.split(".")
-            for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-                f = _module_file(".".join(parts[:i]), repo)
-                if f is not None and f not in seen:
-                    todo.append(f)
-    deps = {p.relative_to(repo).as_posix() for p in seen}
-    package = repo / "src" / "concrete_jungle"
-    package_dirs = {d for d in package.rglob("*") if d.is_dir()} | {package}
-    for p in seen:  # data files of a package in the closure (e.g. concreteplant/lexicon/*.yaml)
-        if p.name == "__init__.py":
-            deps |= {f.relative_to(repo).as_posix() for f in p.parent.iterdir()
-                     if f.is_file() and f.suffix not in (".py", ".pyc") and not f.name.startswith(".")}
-    for p in seen:  # data folders a module names (e.g. models/build.py -> ../model_configs)
-        text = p.read_text()
-        for folder in {p.parent, p.parent.parent} & package_dirs:
-            for d in folder.iterdir():
-                if d.is_dir() and not any(d.glob("*.py")) and not d.name.startswith((".", "_")) \
-                        and f'"{d.name}"' in text:
-                    deps.add(d.relative_to(repo).as_posix())
-    return sorted(deps)
 
 
 # ----------------------------------------------------------------------------------------------- params
@@ -308,7 +225,7 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
                      + ("" if params_file == "params.yaml" else f" --params {params_file}")}
         if params_file != "params.yaml":
             st["wdir"] = "../.."
-        st["deps"] = code_deps(f"stages/{script}.py", repo) + deps
+        st["deps"] = model_config_deps(code_deps(f"stages/{script}.py", repo), [p], repo) + deps
         keys = ["profile", *keys]
         st["params"] = keys if params_file == "params.yaml" else [{params_file: keys}]
         return {**st, **rest}
@@ -482,7 +399,7 @@ def controls_pipeline(repo: Path = REPO) -> dict:
     def stage(what: str, files: tuple[str, ...], outs: list[str], *, train_logs: bool = False, stats: bool = False,
               extra_keys: tuple[str, ...] = ()) -> dict:
         profiles = [load_params(repo / f) for f in files]
-        deps = code_deps("stages/controls.py", repo)
+        deps = model_config_deps(code_deps("stages/controls.py", repo), profiles, repo)
         for p in profiles:  # the exact outputs of the profiles' stages, so the lock check compares their hashes
             deps += [f"metrics/{p.profile}/evaluate/{n}" for n in names]
             deps += [f"data/{p.profile}/verdicts/{n}" for n in names]
