@@ -99,7 +99,7 @@ def main(argv=None) -> dict:
 
             with torch.no_grad():
                 bundle.model.logit_scale.fill_(math.log(args.logit_scale))
-            bundle.model.logit_scale.requires_grad_(not args.fixed_logit_scale)
+            bundle.model.logit_scale.requires_grad_(not (args.fixed_logit_scale or args.freeze_image))
         if family in HARD_NEGATIVE_LOSSES:
             batch = pairs[f"{args.dataset}-train"] if args.only_scored else concretebatch
             ds = ConcreteBatchDataset(batch, bundle.preprocess_val, bundle.tokenizer, cache=True,
