@@ -33,11 +33,12 @@ def main(argv=None) -> dict:
     import torch
     import torch.nn.functional as F
     from open_clip.transformer import TextTransformer
-    from PIL import Image
 
+    from concrete_jungle.evaluation.embed import set_precision
     from concrete_jungle.io import read_jsonl, write_json
     from concrete_jungle.machine import machine_info
     from concrete_jungle.models.checkpoints import load_model
+    from concrete_jungle.models.encoding import encode_image_files, encode_images
     from concrete_jungle.params import load_params
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -61,15 +62,11 @@ def main(argv=None) -> dict:
     heldout = read_jsonl(folder / "heldout.jsonl")
     train = read_jsonl(folder / "concretebatch.jsonl")
     bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+    set_precision(bundle, params.evaluate.precision)  # encode as the evaluation does (fp32 unless params say)
     model = bundle.model.eval()
 
-    def images(paths):
-        out = []
-        for i in range(0, len(paths), 256):
-            x = torch.stack([bundle.preprocess_val(Image.open(p).convert("RGB")) for p in paths[i:i + 256]])
-            with torch.no_grad():
-                out.append(F.normalize(model.encode_image(x), dim=-1))
-        return torch.cat(out)
+    def images(paths):  # [M, 128] unit-norm image embeddings
+        return encode_image_files(paths, lambda ims: encode_images(bundle, ims, batch_size=256), batch_size=256)
 
     tr_v, tr_n = images([r["image"] for r in train]), images([r["negative_image"] for r in train])
     ho_v, ho_n = images([r["image"] for r in heldout]), images([r["negative_image"] for r in heldout])

@@ -14,6 +14,7 @@ from concrete_jungle.params import Params
 REPO = Path(__file__).resolve().parents[2]
 _PACKAGES = ("concrete_jungle", "analysis")  # project code: src/concrete_jungle and analysis/ at the root
 
+
 def _roots(repo: Path) -> dict[str, Path]:
     return {"concrete_jungle": repo / "src", "analysis": repo}
 

@@ -48,7 +48,7 @@ import yaml
 from pydantic import BaseModel
 
 from concrete_jungle import ledger
-from concrete_jungle.code_closure import MODEL_CONFIG_DIR, code_deps, model_config_deps  # noqa: F401 (API)
+from concrete_jungle.code_closure import MODEL_CONFIG_DIR, REPO, code_deps, model_config_deps  # noqa: F401 (API)
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
 
@@ -57,7 +57,6 @@ __all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "REA
            "param_keys", "pipeline", "controls_pipeline", "derived_params", "render", "write", "check", "prune",
            "stale_pipelines", "status", "INDEX", "main"]
 
-REPO = Path(__file__).resolve().parents[2]
 #: Profiles derived from another one by a few overrides (the reviewers' controls, issue 12): ``name -> (params
 #: file it is derived from, {dotted key: value})``. ``lineage write`` writes ``pipelines/<name>/params.yaml`` from
 #: them (edit the source profile or this table, never the written file; ``check`` fails when it differs).
