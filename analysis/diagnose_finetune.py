@@ -63,6 +63,8 @@ def main(argv=None) -> dict:
                                            **({"batch_size": args.batch_size} if args.batch_size else {})})
     pairs = {args.dataset: read_jsonl(params.data_dir / "concreteplant" / args.dataset / "heldout.jsonl")}
     concretebatch = read_jsonl(params.data_dir / "concreteplant" / args.dataset / "concretebatch.jsonl")
+    if args.types:  # before the draw of scored training pairs, so --only-scored trains on those types too
+        concretebatch = [b for b in concretebatch if b["type"] in args.types.split(",")]
     if args.train_pairs:
         import random
 
@@ -75,8 +77,6 @@ def main(argv=None) -> dict:
               "logit_scale": args.logit_scale, "fixed_logit_scale": args.fixed_logit_scale,
               "freeze_image": args.freeze_image, "types": args.types,
               "lr": loop.lr, "max_steps": args.max_steps, "machine": machine_info(timing=False), "runs": {}}
-    if args.types:
-        concretebatch = [b for b in concretebatch if b["type"] in args.types.split(",")]
     runs = [(f"{args.dataset}-{args.loss}", args.loss)] + ([] if args.only_scored or args.no_clip
                                                             else [("clip", "clip")])
     for label, family in runs:

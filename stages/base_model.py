@@ -5,6 +5,8 @@ Writes ``models/<profile>/base/checkpoint.pt``, the dvclive step curves in ``met
 the final logged values in ``metrics/<profile>/train/base.json``.
 """
 
+import contextlib
+
 from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
 from concrete_jungle.io import read_jsonl, write_metrics
 from concrete_jungle.params import Params
@@ -19,6 +21,7 @@ def train_base_model(params: Params) -> dict:
     from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.build import build_model
     from concrete_jungle.models.checkpoints import save_checkpoint
+    from concrete_jungle.models.trunk_cache import head_on_trunk_maps, training_preprocess
     from concrete_jungle.training import AnchorDataset, train_contrastive
 
     bp = params.base_model
@@ -34,12 +37,14 @@ def train_base_model(params: Params) -> dict:
         write_metrics(summary_file, {"base": {"steps": 0}})
         return {"steps": 0}
     records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
-    preprocess = bundle.preprocess_train if bp.augment else bundle.preprocess_val
-    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed,
-                       cache=not bp.augment and bp.num_workers == 0)  # workers would each hold a copy
-    result = train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir,
-                               checkpoint_path=ckpt, params_dump=read, save_checkpoint=save_checkpoint,
-                               hard_negatives=False, state_path=params.resume_state("base"), keep_state=False)
+    cache = not bp.augment and bp.num_workers == 0  # workers would each hold a copy
+    # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
+    preprocess, trunk_maps = training_preprocess(bundle, bp.augment, cache)
+    ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed, cache=cache)
+    with head_on_trunk_maps(bundle.model) if trunk_maps else contextlib.nullcontext():
+        result = train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir,
+                                   checkpoint_path=ckpt, params_dump=read, save_checkpoint=save_checkpoint,
+                                   hard_negatives=False, state_path=params.resume_state("base"), keep_state=False)
     # the dvclive summary, with the precision computed in (``auto`` resolved) and the machine it ran on
     write_metrics(summary_file, {"base": {**pop_live_summary(live_dir), "precision": result["precision"],
                                           "machine": result["machine"]}})

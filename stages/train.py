@@ -10,6 +10,8 @@ final logged values of every member in ``metrics/<p>/train/<loss>.json``. Held-o
 (held-out accuracy by keyword type every ``train.curve_every`` steps, under ``plots/metrics/heldout/``).
 """
 
+import contextlib
+
 from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
 from concrete_jungle.grid import family_members, model_dir, train_metrics_dir
 from concrete_jungle.io import read_jsonl, write_metrics
@@ -31,6 +33,7 @@ def train_family(params: Params, family: str) -> dict:
     """
     from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.checkpoints import load_model, save_checkpoint
+    from concrete_jungle.models.trunk_cache import head_on_trunk_maps, training_preprocess
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
     tp = params.train
@@ -41,7 +44,8 @@ def train_family(params: Params, family: str) -> dict:
     clear_outputs(summary_file)
     for label in family_members(params, family):
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
-        preprocess = bundle.preprocess_train if tp.augment else bundle.preprocess_val
+        # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
+        preprocess, trunk_maps = training_preprocess(bundle, tp.augment, cache)
         if family in HARD_NEGATIVE_LOSSES:
             dataset = label.split("-", 1)[0]
             batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
@@ -53,12 +57,13 @@ def train_family(params: Params, family: str) -> dict:
             ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
                                cache=cache)
         curve = _curve(params, bundle, label, family in HARD_NEGATIVE_LOSSES)
-        out[label] = train_contrastive(
-            bundle, ds, build_loss(family, params.margin.to_config()), tp, seed=params.seed,
-            live_dir=train_metrics_dir(params, label), checkpoint_path=model_dir(params, label) / "checkpoint.pt",
-            params_dump=params.sections("profile", "seed", "base_model", "train", "margin"), save_checkpoint=save_checkpoint,
-            hard_negatives=family in HARD_NEGATIVE_LOSSES, state_path=params.resume_state(label), keep_state=False,
-            on_step_end=curve)
+        with head_on_trunk_maps(bundle.model) if trunk_maps else contextlib.nullcontext():
+            out[label] = train_contrastive(
+                bundle, ds, build_loss(family, params.margin.to_config()), tp, seed=params.seed,
+                live_dir=train_metrics_dir(params, label), checkpoint_path=model_dir(params, label) / "checkpoint.pt",
+                params_dump=params.sections("profile", "seed", "base_model", "train", "margin"),
+                save_checkpoint=save_checkpoint, hard_negatives=family in HARD_NEGATIVE_LOSSES,
+                state_path=params.resume_state(label), keep_state=False, on_step_end=curve)
         if curve is not None:
             curve.finish(out[label]["steps"])
     # the dvclive summary, with the precision computed in (``auto`` resolved) and the machine it ran on

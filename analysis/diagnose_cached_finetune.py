@@ -1,0 +1,201 @@
+"""Diagnosis (docs/instrument.md, H15): a fine-tune over the locked trunk's cached feature maps — how many steps does
+the control need, and does it pass against ``clip`` trained under the same schedule?
+
+For a profile whose image trunk is locked (``base_model.model.lock_image``, BatchNorm statistics frozen, no
+augmentation: ``world_effnet_attn``), the trunk's output is a fixed function of the image, so a fine-tune step only
+needs the trainable parts: the image head (the attention pool and its projection), the text tower and the logit
+scale. This harness computes the trunk maps once (``[M, C, h, w]``, fp32) for the ConcreteBatch's anchors and hard
+negatives, the corpus anchors (``clip``'s data) and the held-out pairs, then trains, from the same base:
+
+* ``hard``: the hard-negative InfoNCE of the fine-tunes (rows (v, t) and (v', t'), 2B x 2B logits, both directions)
+  on the ConcreteBatch of ``--dataset``;
+* ``clip``: the plain InfoNCE (B x B) on the corpus anchors, as ``train_baseline@clip``;
+
+with AdamW (``--lr``, weight decay 0.1 on matrices only), linear warmup over 5 % of the steps then cosine decay,
+gradient clipping at 1, batches of ``--batch-size`` anchors drawn without replacement epoch by epoch. Every
+``--every`` steps both are scored on the held-out pairs of the dataset by keyword type (I2T: s(v, t) > s(v, t');
+T2I: s(v, t) > s(v', t)), and the gain hard - clip is reported with its exact McNemar p (the stage's criterion:
+>= 10 points with p < 0.001 in both directions over all pairs).
+
+    python analysis/diagnose_cached_finetune.py --params pipelines/world_effnet_attn/params.yaml --dataset lc \\
+        --steps 600 --out docs/instrument/cached_finetune_lc.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import time
+
+
+def main(argv=None) -> dict:
+    import torch
+    import torch.nn.functional as F
+    from scipy.stats import binomtest
+
+    from concrete_jungle.corpus.splits import training_records
+    from concrete_jungle.io import load_rgb, read_jsonl, write_json
+    from concrete_jungle.machine import machine_info
+    from concrete_jungle.models.checkpoints import load_model
+    from concrete_jungle.params import load_params
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--params", required=True)
+    ap.add_argument("--dataset", default="lc")
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=2e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--runs", default="hard,clip")
+    ap.add_argument("--text-only", action="store_true", help="keep the image head frozen too (only the text tower "
+                                                             "and the logit scale train)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    t0 = time.time()
+    torch.manual_seed(args.seed)
+    params = load_params(args.params)
+    if not params.base_model.model.lock_image or params.base_model.augment:
+        raise ValueError(f"{args.params}: the trunk must be locked and training unaugmented for cached maps")
+    folder = params.data_dir / "concreteplant" / args.dataset
+    heldout = read_jsonl(folder / "heldout.jsonl")
+    train = read_jsonl(folder / "concretebatch.jsonl")
+    corpus = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
+    bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
+    base = bundle.model.float().eval()
+    trunk = base.visual.trunk
+
+    def maps(paths):  # [M, C, h, w] locked-trunk feature maps, fp32
+        out = []
+        with torch.no_grad():
+            for s in range(0, len(paths), 256):
+                x = torch.stack([bundle.preprocess_val(load_rgb(p)) for p in paths[s:s + 256]])
+                out.append(trunk(x))
+        return torch.cat(out)
+
+    t_cache = time.time()
+    tr_v, tr_n = maps([r["image"] for r in train]), maps([r["negative_image"] for r in train])
+    ho_v, ho_n = maps([r["image"] for r in heldout]), maps([r["negative_image"] for r in heldout])
+    cp_v = maps([r["image"] for r in corpus]) if "clip" in args.runs else None
+    cache_s = time.time() - t_cache
+    tok = bundle.tokenizer
+    tr_t, tr_tn = tok([r["caption"] for r in train]), tok([r["negative_caption"] for r in train])
+    ho_t, ho_tn = tok([r["caption"] for r in heldout]), tok([r["negative_caption"] for r in heldout])
+    cp_t = tok([r["anchor"] for r in corpus])
+    types = sorted({r["type"] for r in heldout})
+    result = {"params": args.params, "dataset": args.dataset, "steps": args.steps, "batch_size": args.batch_size,
+              "lr": args.lr, "seed": args.seed, "text_only": args.text_only, "n_train": len(train),
+              "n_corpus": len(corpus), "n_heldout": len(heldout), "cache_s": round(cache_s, 1),
+              "machine": machine_info(timing=False), "runs": {}, "gain": []}
+
+    def correct(model) -> dict:  # {type_dir: bool tensor [n]} on the held-out pairs
+        model.eval()
+        with torch.no_grad():
+            hv = F.normalize(model.visual.head(ho_v), dim=-1)
+            hn = F.normalize(model.visual.head(ho_n), dim=-1)
+            g, gn = F.normalize(model.encode_text(ho_t), dim=-1), F.normalize(model.encode_text(ho_tn), dim=-1)
+        model.train()
+        model.visual.trunk.eval()
+        s_vt, s_vtn, s_nt = (hv * g).sum(1), (hv * gn).sum(1), (hn * g).sum(1)
+        out = {}
+        for ty in ["all", *types]:
+            m = torch.tensor([ty == "all" or r["type"] == ty for r in heldout])
+            out[f"{ty}_i2t"], out[f"{ty}_t2i"] = (s_vt > s_vtn)[m], (s_vt > s_nt)[m]
+        return out
+
+    def pct(c: dict) -> dict:
+        return {k: round(100 * float(v.float().mean()), 1) for k, v in c.items()}
+
+    def trainable(model):
+        for p in model.parameters():
+            p.requires_grad_(False)
+        parts = [model.transformer, model.token_embedding, model.ln_final]
+        named = [("positional_embedding", model.positional_embedding), ("text_projection", model.text_projection),
+                 ("logit_scale", model.logit_scale)]
+        if not args.text_only:
+            parts.append(model.visual.head)
+        params_ = [p for m in parts for p in m.parameters()] + [p for _, p in named]
+        for p in params_:
+            p.requires_grad_(True)
+        decay = [p for p in params_ if p.ndim >= 2]
+        no_decay = [p for p in params_ if p.ndim < 2]
+        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                                 lr=args.lr)
+
+    def schedule(step):  # warmup 5 % then cosine, as training.train_contrastive
+        warm = max(1, int(0.05 * args.steps))
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
+
+    runs = args.runs.split(",")
+    state = {}
+    for name in runs:
+        model = copy.deepcopy(base)
+        opt = trainable(model)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+        n = len(train) if name == "hard" else len(corpus)
+        gen = torch.Generator().manual_seed(args.seed)
+        state[name] = {"model": model, "opt": opt, "sched": sched, "n": n, "gen": gen, "perm": [],
+                       "curve": [(0, pct(correct(model)))], "correct": {0: correct(model)}, "time": 0.0}
+
+    def batch(st):
+        if len(st["perm"]) < args.batch_size:
+            st["perm"] = torch.randperm(st["n"], generator=st["gen"]).tolist()
+        idx, st["perm"] = st["perm"][:args.batch_size], st["perm"][args.batch_size:]
+        return torch.tensor(idx)
+
+    for step in range(1, args.steps + 1):
+        for name in runs:
+            st = state[name]
+            model = st["model"]
+            t1 = time.time()
+            idx = batch(st)
+            if name == "hard":
+                img = torch.cat([tr_v[idx], tr_n[idx]])
+                txt = torch.cat([tr_t[idx], tr_tn[idx]])
+            else:
+                img, txt = cp_v[idx], cp_t[idx]
+            f = F.normalize(model.visual.head(img), dim=-1)
+            g = F.normalize(model.encode_text(txt), dim=-1)
+            logits = model.logit_scale.exp() * f @ g.T
+            target = torch.arange(len(img))
+            loss = (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+            st["opt"].zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+            st["opt"].step()
+            st["sched"].step()
+            with torch.no_grad():
+                model.logit_scale.clamp_(0, math.log(100))
+            st["time"] += time.time() - t1
+            if step % args.every == 0 or step == args.steps:
+                c = correct(model)
+                st["correct"][step] = c
+                st["curve"].append((step, {**pct(c), "loss": round(float(loss), 4),
+                                           "logit_scale": round(float(model.logit_scale.exp()), 2)}))
+                print(name, step, st["curve"][-1][1], flush=True)
+        if "hard" in state and "clip" in state and step in state["hard"]["correct"]:
+            row = {"step": step}
+            for key in ("all_i2t", "all_t2i", "relation_i2t", "relation_t2i", "attribute_i2t", "attribute_t2i",
+                        "object_i2t", "object_t2i"):
+                if key not in state["hard"]["correct"][step]:
+                    continue
+                a, b = state["hard"]["correct"][step][key], state["clip"]["correct"][step][key]
+                only_a, only_b = int((a & ~b).sum()), int((~a & b).sum())
+                p = binomtest(only_a, only_a + only_b).pvalue if only_a + only_b else 1.0
+                row[key] = {"gain": round(100 * float(a.float().mean() - b.float().mean()), 1),
+                            "mcnemar_p": float(f"{p:.3g}")}
+            result["gain"].append(row)
+            print("gain", row, flush=True)
+    for name in runs:
+        st = state[name]
+        result["runs"][name] = {"s_per_step": round(st["time"] / args.steps, 3), "curve": st["curve"]}
+    result["wall_s"] = round(time.time() - t0, 1)
+    write_json(args.out, result, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Tests for concrete_jungle.models.trunk_cache: which towers may train over cached trunk maps, and that a step over
+the maps is the step over the pixels."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from open_clip.loss import ClipLoss
+from PIL import Image
+
+from concrete_jungle.models.build import build_model, default_spec
+from concrete_jungle.models.trunk_cache import (
+    head_on_trunk_maps,
+    training_preprocess,
+    trunk_cache_blocker,
+    trunk_map_transform,
+)
+from concrete_jungle.params import ModelSpec
+from concrete_jungle.training import build_optimizer, train_step
+
+
+def _scene(left, right) -> Image.Image:
+    im = Image.new("RGB", (64, 64), (96, 104, 112))
+    for x0, colour in ((6, left), (38, right)):
+        im.paste(colour, (x0, 22, x0 + 20, 42))
+    return im
+
+
+IMAGES = [_scene((220, 40, 40), (45, 85, 225)), _scene((45, 85, 225), (220, 40, 40)),
+          _scene((240, 210, 40), (20, 20, 20)), _scene((20, 20, 20), (240, 210, 40))]
+TEXTS = ["a red square to the left of a blue square", "a blue square to the left of a red square",
+         "a yellow square to the left of a black square", "a black square to the left of a yellow square"]
+
+
+def _attn(**spec):
+    return build_model(ModelSpec(kind="world", name="cj-world-effnet-attn", **spec), seed=0)
+
+
+@pytest.fixture(scope="module")
+def attn():
+    return _attn(lock_image=True)
+
+
+def test_only_a_wholly_locked_unaugmented_trunk_may_be_cached(attn):
+    assert trunk_cache_blocker(attn.model, augment=False) is None
+    assert "augment" in trunk_cache_blocker(attn.model, augment=True)
+    assert "trunk and head" in trunk_cache_blocker(build_model(default_spec("world"), seed=0).model, False)
+    assert "trainable" in trunk_cache_blocker(_attn(lock_image=False).model, False)
+    assert "trainable" in trunk_cache_blocker(_attn(lock_image=True, lock_image_unlocked_groups=1).model, False)
+    assert "BatchNorm" in trunk_cache_blocker(_attn(lock_image=True, lock_image_bn_stats=False).model, False)
+    # without the datasets' cache the maps would be recomputed every step: pixels then
+    assert training_preprocess(attn, augment=False, cache=False) == (attn.preprocess_val, False)
+    assert training_preprocess(attn, augment=False, cache=True)[1] is True
+
+
+def test_the_head_on_cached_maps_gives_the_pixel_embedding_and_the_forward_is_restored(attn):
+    visual = attn.model.visual
+    maps = torch.stack([trunk_map_transform(attn.model, attn.preprocess_val)(im) for im in IMAGES])
+    pixels = torch.stack([attn.preprocess_val(im) for im in IMAGES])
+    assert maps.shape == (4, 1280, 2, 2) and maps.dtype == torch.float32  # EfficientNet-Lite0 at 64 px: a 2 x 2 map
+    with torch.no_grad():
+        expected = visual(pixels)
+        with head_on_trunk_maps(attn.model):
+            from_maps, from_pixels = visual(maps), visual(pixels)
+    torch.testing.assert_close(from_maps, expected, atol=1e-4, rtol=1e-4)
+    assert torch.equal(from_pixels, expected)  # pixels still take the whole tower (held-out curves)
+    assert "forward" not in vars(visual)
+    with pytest.raises(RuntimeError):  # outside the block a map is fed to the trunk's 3-channel stem
+        visual(maps)
+
+
+def test_a_training_step_over_cached_maps_is_the_step_over_pixels(attn):
+    """Two AdamW steps of the ClipLoss on the same batch: the trainable weights (attention pool, text tower, logit
+    scale) agree to float tolerance whether the trunk runs in the step or its maps were cached."""
+    texts = attn.tokenizer(TEXTS)
+    runs = {}
+    for name in ("pixels", "maps"):
+        model = copy.deepcopy(attn.model).train()
+        if name == "maps":
+            images = torch.stack([trunk_map_transform(model, attn.preprocess_val)(im) for im in IMAGES])
+        else:
+            images = torch.stack([attn.preprocess_val(im) for im in IMAGES])
+        opt = build_optimizer(model, 1e-3, 0.1, torch.device("cpu"))
+        with head_on_trunk_maps(model):
+            for step in range(2):
+                out = train_step(model, {"images": images, "texts": texts}, ClipLoss(), opt, lr=1e-3, step=step,
+                                 hard_negatives=False, grad_clip=1.0)
+        runs[name] = (model.state_dict(), float(out["loss"]))
+    (pix, loss_pix), (maps, loss_maps) = runs["pixels"], runs["maps"]
+    assert loss_maps == pytest.approx(loss_pix, abs=1e-4)
+    moved = [k for k in pix if not torch.equal(pix[k], attn.model.state_dict()[k])]
+    assert any(k.startswith("visual.head") for k in moved) and any(k.startswith("transformer") for k in moved)
+    assert not any(k.startswith("visual.trunk") for k in moved)  # locked
+    for k in moved:
+        torch.testing.assert_close(maps[k], pix[k], atol=1e-4, rtol=1e-3)
