@@ -91,11 +91,11 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # fix candidate 2 (docs/instrument.md, H7): the same locked ImageNet trunk, pooled by a trainable attention pool
     # with learned positions over its 2 x 2 map (one token a world cell at 64 px), so layout reaches the embedding
     "world_effnet_attn": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD}),
-    # fix candidate 4 (docs/instrument.md, H15): fix candidate 2 fine-tuned 400 steps at lr 1e-3 (about 10 passes
+    # fix candidate 4 (docs/instrument.md, H15): fix candidate 2 fine-tuned 800 steps at lr 1e-3 (about 20 passes
     # over a ConcreteBatch; the trunk's maps are cached, models/trunk_cache.py), `clip` under the same schedule
     "world_effnet_attn_long": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD,
-                                               "train.lr": 1e-3, "train.epochs": 11, "train.max_steps": 400,
-                                               "train.curve_every": 50}),
+                                               "train.lr": 1e-3, "train.epochs": 22, "train.max_steps": 800,
+                                               "train.curve_every": 100}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
