@@ -18,15 +18,16 @@ T2I: s(v, t) > s(v', t)), and the gain hard - clip is reported with its exact Mc
 >= 10 points with p < 0.001 in both directions over all pairs).
 
     python analysis/diagnose_cached_finetune.py --params pipelines/world_effnet_attn/params.yaml --dataset lc \\
-        --steps 600 --out docs/instrument/cached_finetune_lc.json
+        --steps 800 --lr 1e-3 --out docs/instrument/cached_finetune_lc_lr1e-3.json   # hc: --dataset hc --steps 400
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import time
+
+from analysis.diagnose_text_binding import harness_parser
 
 
 def main(argv=None) -> dict:
@@ -40,13 +41,7 @@ def main(argv=None) -> dict:
     from concrete_jungle.models.checkpoints import load_model
     from concrete_jungle.params import load_params
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--params", required=True)
-    ap.add_argument("--dataset", default="lc")
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--every", type=int, default=100)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=2e-4)
+    ap = harness_parser(__doc__, steps=600, lr=2e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", default="hard,clip")
     ap.add_argument("--text-only", action="store_true", help="keep the image head frozen too (only the text tower "

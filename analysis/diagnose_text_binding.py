@@ -29,6 +29,20 @@ VARIANTS = {  # name: (layers, causal, warm start from the base's text tower)
 }
 
 
+def harness_parser(doc: str, steps: int, lr: float) -> argparse.ArgumentParser:
+    """The arguments the training harnesses of docs/instrument.md share: ``--params`` (a profile's params file),
+    ``--dataset`` (ConcreteBatch, default lc), ``--steps``, ``--every`` (steps between held-out scores),
+    ``--batch-size`` (anchors a step), ``--lr``; the caller adds its own."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--params", required=True)
+    ap.add_argument("--dataset", default="lc")
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--every", type=int, default=100)
+    ap.add_argument("--batch-size", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=lr)
+    return ap
+
+
 def main(argv=None) -> dict:
     import torch
     import torch.nn.functional as F
@@ -41,13 +55,7 @@ def main(argv=None) -> dict:
     from concrete_jungle.models.encoding import encode_image_files, encode_images
     from concrete_jungle.params import load_params
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--params", required=True)
-    ap.add_argument("--dataset", default="lc")
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--every", type=int, default=100)
-    ap.add_argument("--batch-size", type=int, default=128)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap = harness_parser(__doc__, steps=600, lr=1e-3)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--loss", default="infonce", choices=("infonce", "pairwise", "both"),

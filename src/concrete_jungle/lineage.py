@@ -63,6 +63,9 @@ __all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "REA
 # the fix candidates' shared setting: a locked pretrained image trunk (LiT), D_hc / D_lc only
 _EFFNET_WORLD: dict[str, Any] = {"base_model.model.lock_image": True, "concreteplant.datasets": ["hc", "lc"],
                                  "train.datasets": ["hc", "lc"]}
+# fix candidate 4's setting: fix candidate 2 (the attention-pooled locked trunk) fine-tuned 800 steps at lr 1e-3
+_EFFNET_ATTN_LONG: dict[str, Any] = {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD, "train.lr": 1e-3,
+                                     "train.epochs": 22, "train.max_steps": 800, "train.curve_every": 100}
 
 DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # seeds: the whole world study replicated (scenes, benchmark, base model, ConcretePlant sampling, fine-tunes)
@@ -93,9 +96,9 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     "world_effnet_attn": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD}),
     # fix candidate 4 (docs/instrument.md, H15): fix candidate 2 fine-tuned 800 steps at lr 1e-3 (about 20 passes
     # over a ConcreteBatch; the trunk's maps are cached, models/trunk_cache.py), `clip` under the same schedule
-    "world_effnet_attn_long": ("params.yaml", {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD,
-                                               "train.lr": 1e-3, "train.epochs": 22, "train.max_steps": 800,
-                                               "train.curve_every": 100}),
+    "world_effnet_attn_long": ("params.yaml", _EFFNET_ATTN_LONG),
+    # its seed 1: the whole study re-drawn (scenes, base, ConcretePlant sampling, fine-tunes)
+    "world_effnet_attn_long_seed1": ("params.yaml", {**_EFFNET_ATTN_LONG, "seed": 1}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
