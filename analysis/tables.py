@@ -635,32 +635,44 @@ def _reading(model: str, ref: str, ci: Mapping, p_adj: float, alpha: float, mde:
 def positive_control_markdown(control: Mapping) -> str:
     """The positive control section (``metrics/<p>/positive_control.json``, :mod:`concrete_jungle.evaluation.
     positive_control`): the verdict first, then a row per (hard-negative fine-tune, baseline, direction, keyword
-    type or all pairs) with n, both accuracies (%), the gain and its CI (points), McNemar p, MDE (points) and
-    whether the row meets the criterion. Returns Markdown ending with a newline."""
+    type or all pairs) with the model's role (control arm or treatment), n, both accuracies (%), the gain and its CI,
+    the required gain (points), McNemar p, MDE (points) and whether the row meets the criterion. Files written
+    before control arms (no ``role``) show every model as a control arm. Returns Markdown ending with a newline."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
     head = {"passed": "**PASSED**", "failed": "**FAILED**"}.get(status, "**NOT MEASURED**")
+    arms = "control_losses" in crit
+    unread = ("The comparisons of a model whose dataset's control arm fails cannot be read (marked ✗): "
+              if arms else "The comparisons of a model that fails it cannot be read (marked ✗): ")
     lines = ["## Positive control", "",
              f"{head}: {crit.get('rule', 'no criterion recorded')}. "
              + ("Every comparison below can be read." if status == "passed" else
-                f"{control.get('reason') or ''}. The comparisons of a model that fails it cannot be read (marked ✗): "
+                f"{control.get('reason') or ''}. {unread}"
                 "a null result there cannot be told from an instrument that cannot see."), ""]
     models = control.get("models") or {}
     if not models:
         return "\n".join(lines) + "\n"
     level = f"{100 * crit.get('confidence_level', 0.95):g} %"
+    share = crit.get("headroom_share")
+    need = f"the required gain ({crit.get('min_gain_points', '?')} points" + (
+        f", or {share:g} of the reference's errors where that is less)" if share is not None else ")")
+    roles = (" A **control** arm is the fine-tune whose verdict the study needs; a **treatment** is compared against "
+             "its dataset's control arm, its gain over the reference shown for reading, not judged." if arms else "")
     lines += [f"Held-out pairs of the model's own ConcreteBatch (anchors never trained on). Gain = model − reference "
               f"in points, paired; {level} CI = percentile bootstrap over pairs "
               f"({crit.get('bootstrap_resamples', '?')} resamples); MDE at α = {crit.get('alpha', '?')} and "
-              f"{100 * crit.get('power', 0.8):g} % power. ✓ = gain ≥ {crit.get('min_gain_points', '?')} points "
-              f"with McNemar p < {crit.get('alpha', '?')}; a model passes on its I2T and T2I rows over all pairs.", "",
-              "| model | vs | pairs | direction | n | model acc. (%) | reference acc. (%) | gain (points) | CI (points) "
-              "| McNemar p | MDE (points) | meets |",
-              "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              f"{100 * crit.get('power', 0.8):g} % power. ✓ = gain ≥ {need} "
+              f"with McNemar p < {crit.get('alpha', '?')}; a model passes on its I2T and T2I rows over all pairs."
+              + roles, "",
+              "| model | role | vs | pairs | direction | n | model acc. (%) | reference acc. (%) | gain (points) "
+              "| CI (points) | needs (points) | McNemar p | MDE (points) | meets |",
+              "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for label, e in models.items():
+        role = e.get("role", "control")
         if e.get("passed") is None:
-            lines.append(f"| {_md_cell(label)} | {DASH} | {e.get('dataset')} | {DASH} | {DASH} | {DASH} | {DASH} | "
-                         f"{DASH} | {DASH} | {DASH} | {DASH} | not measured: {_md_cell(str(e.get('reason')))} |")
+            lines.append(f"| {_md_cell(label)} | {role} | {DASH} | {e.get('dataset')} | {DASH} | {DASH} | {DASH} | "
+                         f"{DASH} | {DASH} | {DASH} | {DASH} | {DASH} | {DASH} | "
+                         f"not measured: {_md_cell(str(e.get('reason')))} |")
             continue
         for ref, row in (e.get("vs") or {}).items():
             groups = [("all", row)] + [(t, row["by_type"][t]) for t in ("attribute", "relation", "object")
@@ -672,12 +684,16 @@ def positive_control_markdown(control: Mapping) -> str:
                         continue
                     name = f"**{label}**" if group == "all" else label
                     verdict = "✓" if st["passed"] else "✗"
+                    req = st.get("required_gain_points", crit.get("min_gain_points"))
                     lines.append(
-                        f"| {name} | {_md_cell(ref)} | {e.get('dataset')} {group} | {direction.upper()} | {st['n']} | "
-                        f"{st['accuracy_pct']:.1f} | {st['reference_accuracy_pct']:.1f} | {st['gain_points']:+.1f} | "
-                        f"[{st['ci_points'][0]:+.1f}, {st['ci_points'][1]:+.1f}] | {_p(st['mcnemar_p'])} | "
+                        f"| {name} | {role} | {_md_cell(ref)} | {e.get('dataset')} {group} | {direction.upper()} | "
+                        f"{st['n']} | {st['accuracy_pct']:.1f} | {st['reference_accuracy_pct']:.1f} | "
+                        f"{st['gain_points']:+.1f} | [{st['ci_points'][0]:+.1f}, {st['ci_points'][1]:+.1f}] | "
+                        f"{DASH if req is None else format(req, '.1f')} | {_p(st['mcnemar_p'])} | "
                         f"{st['mde_points']:.1f} | {verdict} |")
-        lines.append(f"| {_md_cell(label)} | | | | | | | | | | | **{'passed' if e['passed'] else 'FAILED'}** |")
+        word = ("passed" if e["passed"] else "FAILED") if role == "control" else (
+            "beats the reference" if e["passed"] else "does not beat the reference (not judged)")
+        lines.append(f"| {_md_cell(label)} | {role} | | | | | | | | | | | | **{word}** |")
     return "\n".join(lines) + "\n"
 
 

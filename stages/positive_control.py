@@ -1,8 +1,8 @@
-"""DVC stage `positive_control`: does every hard-negative fine-tune beat the baseline (``clip``) on the held-out pairs
-of its own ConcreteBatch? (:mod:`concrete_jungle.evaluation.positive_control`). Writes
-``metrics/<p>/positive_control.json``: per model, I2T and T2I by keyword type, the paired gain in points with its
-bootstrap CI, McNemar p, minimal detectable effect and ``passed``; the study's verdict. The report states it first and
-marks the comparisons that cannot be read.
+"""DVC stage `positive_control`: does the control arm of each ConcreteBatch (its InfoNCE fine-tune) beat the baseline
+(``clip``) on the held-out pairs of its own ConcreteBatch? (:mod:`concrete_jungle.evaluation.positive_control`).
+Writes ``metrics/<p>/positive_control.json``: per model (control arm or treatment), I2T and T2I by keyword type, the
+paired gain in points with its bootstrap CI, McNemar p, required gain, minimal detectable effect and ``passed``; the
+study's verdict. The report states it first and marks the comparisons that cannot be read.
 """
 
 from concrete_jungle.cli import run_stage
@@ -29,9 +29,10 @@ def positive_control_stage(params: Params) -> dict:
     items = read_json(items_path)
     folder = params.data_dir / "verdicts" / "heldout"
     verdicts = {lab: read_heldout_verdicts(folder, lab) for lab in [*models, *baselines]}
-    result = positive_control(items, verdicts, models, baselines, min_gain=pc.min_gain, alpha=pc.alpha,
-                              power=pc.power, n_resamples=pc.bootstrap_resamples,
-                              confidence_level=pc.confidence_level, seed=params.seed)
+    result = positive_control(items, verdicts, models, baselines, control_losses=pc.control_losses,
+                              min_gain=pc.min_gain, headroom_share=pc.headroom_share, alpha=pc.alpha, power=pc.power,
+                              n_resamples=pc.bootstrap_resamples, confidence_level=pc.confidence_level,
+                              seed=params.seed)
     write_metrics(params.metrics_dir / "positive_control.json", result)
     return {"status": result["status"], "failed": result["failed"], "reason": result["reason"]}
 

@@ -464,3 +464,25 @@ def test_adjacent_words_before_and_after():
     assert lexical._adjacent_words("on his ", before=True, n=1) == ["his"]
     assert lexical._adjacent_words("-board of the sea", before=False) == ["board", "of", "the"]
     assert lexical._adjacent_words(", nearby", before=False) == []
+
+
+def test_prefer_in_caption_puts_the_scene_words_first():
+    vocab = {"colour": ["red", "green", "blue", "white", "pink"], "shape": ["heart", "circle", "star", "square"]}
+    plain = LexicalRewriter(seed=0, vocabulary=vocab)
+    binding = LexicalRewriter(seed=0, vocabulary=vocab, prefer_in_caption=True)
+    r = req("a red heart above a green circle and a blue star", "heart", "object")
+    drawn = plain.alternatives(r)
+    assert sorted(drawn) == ["circle", "square", "star"]
+    # circle and star are in the caption (outside the keyword's span): first, in their drawn order; square after
+    first = [a for a in drawn if a in ("circle", "star")]
+    assert binding.alternatives(r) == [*first, "square"]
+    assert binding.rewrite([r])[0].negative_caption.startswith(f"a red {first[0]} above a green circle")
+    # colours: only green and blue occur elsewhere ("red" is the keyword itself, never a substitute)
+    c = req("a red heart above a green circle and a blue star", "red", "attribute")
+    assert set(binding.alternatives(c)[:2]) == {"green", "blue"} and len(binding.alternatives(c)) == 4
+    # nothing else of the kind in the caption: the drawn order unchanged; off: unchanged everywhere
+    one = req("a small red heart", "red", "attribute")
+    assert binding.alternatives(one) == plain.alternatives(one)
+    # whole words only: "redwood" does not hold "red"
+    w = req("a white heart by the redwood", "white", "attribute")
+    assert binding.alternatives(w) == plain.alternatives(w)

@@ -142,3 +142,21 @@ def test_margin_only_change_reruns_only_margin_stages():
     assert stages["train_margin"]["foreach"] == "${train.margin_losses}"  # one stage a margin-loss family
     train = stages["train"]["do"]["params"]
     assert "train.lr" in train and "train.datasets" in train and "train.losses" not in train
+
+
+def test_control_arms_and_binding_rewriter_params_are_checked():
+    from pydantic import ValidationError
+
+    from concrete_jungle.params import RewriterParams
+    from concrete_jungle.suites_config import PositiveControlParams
+
+    assert PositiveControlParams().control_losses == ["infonce"] and PositiveControlParams().headroom_share == 0.5
+    with pytest.raises(ValidationError, match="control_losses repeats a loss"):
+        PositiveControlParams(control_losses=["infonce", "infonce"])
+    with pytest.raises(ValidationError, match="control_losses"):
+        PositiveControlParams(control_losses=[])
+    with pytest.raises(ValidationError, match="headroom_share"):
+        PositiveControlParams(headroom_share=0.0)
+    assert RewriterParams(prefer_in_caption=True).prefer_in_caption
+    with pytest.raises(ValidationError, match="prefer_in_caption is a lexical-backend option; backend 'vllm'"):
+        RewriterParams(backend="vllm", prefer_in_caption=True)

@@ -97,8 +97,14 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # fix candidate 4 (docs/instrument.md, H15): fix candidate 2 fine-tuned 800 steps at lr 1e-3 (about 20 passes
     # over a ConcreteBatch; the trunk's maps are cached, models/trunk_cache.py), `clip` under the same schedule
     "world_effnet_attn_long": ("params.yaml", _EFFNET_ATTN_LONG),
-    # its seed 1: the whole study re-drawn (scenes, base, ConcretePlant sampling, fine-tunes)
+    # its seeds 1 and 2: the whole study re-drawn (scenes, base, ConcretePlant sampling, fine-tunes)
     "world_effnet_attn_long_seed1": ("params.yaml", {**_EFFNET_ATTN_LONG, "seed": 1}),
+    "world_effnet_attn_long_seed2": ("params.yaml", {**_EFFNET_ATTN_LONG, "seed": 2}),
+    # H16: fix candidate 4 with binding negatives: the world rewriter puts substitutes already in the caption first
+    # ("a red heart above a green circle" -> "a red circle above a green circle"), so that D_hc's held-out pairs
+    # leave `clip` headroom
+    "world_effnet_attn_long_bind": ("params.yaml", {**_EFFNET_ATTN_LONG,
+                                                    "concreteplant.rewriter.prefer_in_caption": True}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }

@@ -174,6 +174,9 @@ class RewriterParams(BaseModel):
         device: ``llm`` device: ``auto`` (CUDA when available, else CPU), or a torch device string.
         enable_thinking: Qwen3's thinking mode (chat-template flag); the paper's prompt asks for the caption
             only, so it is off.
+        prefer_in_caption: ``lexical`` only: substitutes already in the caption (another object's colour or
+            shape) first, so that the negative needs binding to tell apart (docs/instrument.md H16); the LLM
+            backends follow the A.2 prompt and reject it being set.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -188,6 +191,14 @@ class RewriterParams(BaseModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = Field("auto", min_length=1)
     enable_thinking: bool = False
+    prefer_in_caption: bool = False
+
+    @model_validator(mode="after")
+    def _lexical_only(self):
+        if self.prefer_in_caption and self.backend != "lexical":
+            raise ValueError(f"concreteplant.rewriter.prefer_in_caption is a lexical-backend option; backend "
+                             f"{self.backend!r} follows the A.2 prompt (set it to false)")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -162,12 +162,17 @@ class HeldoutParams(_Section):
 
 
 class PositiveControlParams(_Section):
-    """The study's positive control (:mod:`concrete_jungle.evaluation.positive_control`): every hard-negative
-    fine-tune must beat each baseline (``clip``) on the held-out pairs of its own ConcreteBatch.
+    """The study's positive control (:mod:`concrete_jungle.evaluation.positive_control`): the control arm of each
+    ConcreteBatch (its fine-tune with a loss of ``control_losses``) must beat each baseline (``clip``) on the
+    held-out pairs of its own ConcreteBatch; the other fine-tunes are treatments compared against it.
 
     Fields:
-        min_gain: the gain in accuracy points (model minus baseline, paired on the same pairs) a fine-tune must
+        control_losses: the losses whose fine-tunes are the control arms (``infonce``: the plainest hard-negative
+            objective); non-empty, no repeats.
+        min_gain: the gain in accuracy points (model minus baseline, paired on the same pairs) a control arm must
             reach, in I2T and in T2I (where the pairs have negative images), to pass.
+        headroom_share: where the baseline leaves little room, the required gain is this share of the baseline's
+            errors when that is less than ``min_gain`` (0.5: halve them); null: ``min_gain`` always.
         alpha: the exact McNemar p-value must be below it (two-sided) for the gain to count.
         power: the power at which the minimal detectable effect (MDE) of each comparison is stated, in [0.5, 1).
         bootstrap_resamples: resamples of the paired percentile bootstrap CI of each gain.
@@ -177,11 +182,20 @@ class PositiveControlParams(_Section):
         pydantic.ValidationError: a value out of range (the message names the field).
     """
 
+    control_losses: list[str] = Field(default_factory=lambda: ["infonce"], min_length=1)
     min_gain: float = Field(10.0, ge=0.0, le=100.0)
+    headroom_share: float | None = Field(0.5, gt=0.0, le=1.0)
     alpha: float = Field(0.001, gt=0.0, lt=1.0)
     power: float = Field(0.8, ge=0.5, lt=1.0)
     bootstrap_resamples: int = Field(2000, ge=1)
     confidence_level: float = Field(0.95, gt=0.0, lt=1.0)
+
+    @field_validator("control_losses")
+    @classmethod
+    def _no_repeats(cls, v):
+        if len(set(v)) != len(v):
+            raise ValueError(f"evaluate.positive_control.control_losses repeats a loss: {v}")
+        return v
 
 
 class EvaluateParams(_Section):

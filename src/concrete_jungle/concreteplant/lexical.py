@@ -442,15 +442,23 @@ class LexicalRewriter:
             the list has one); the lexical resource is not used.
         use_resource: whether to fall back to WordNet (:func:`load_wordnet_lexicon`, loaded on first need);
             ignored with a vocabulary.
+        prefer_in_caption: put the substitutes that already occur elsewhere in the caption (as whole words,
+            outside the keyword's span) first, each group in its drawn order: "a red heart above a green circle",
+            keyword "heart" -> "a red circle above a green circle". Such a negative keeps the caption's bag of
+            words but for the keyword and its count, so telling it apart needs which attribute or object goes
+            with which (binding; docs/instrument.md H16). Off: the drawn order alone (the paper's rewriter picks
+            any word that "creates a clear visual conflict", A.2).
 
     Raises:
         ValueError: if ``vocabulary`` has an empty word or a word listed under two kinds.
     """
 
     def __init__(
-        self, seed: int = 0, vocabulary: Mapping[str, Sequence[str]] | None = None, use_resource: bool = True
+        self, seed: int = 0, vocabulary: Mapping[str, Sequence[str]] | None = None, use_resource: bool = True,
+        prefer_in_caption: bool = False,
     ) -> None:
         self.seed = seed
+        self.prefer_in_caption = bool(prefer_in_caption)
         self.use_resource = use_resource and vocabulary is None
         self.vocabulary: dict[str, tuple[str, ...]] | None = None
         self._vocab_index: dict[str, str] = {}
@@ -517,7 +525,21 @@ class LexicalRewriter:
         return random.Random(f"{self.seed}\x1f{req.caption}\x1f{req.start}\x1f{req.end}")
 
     def _alternatives(self, req: RewriteRequest, need: int | None) -> list[str]:
-        """Ordered replacements; the resource is consulted only when fewer than ``need`` hand ones exist."""
+        """Ordered replacements; the resource is consulted only when fewer than ``need`` hand ones exist. With
+        ``prefer_in_caption`` those already in the caption come first (:meth:`_in_caption_first`)."""
+        alts = self._drawn_alternatives(req, need)
+        return self._in_caption_first(req, alts) if self.prefer_in_caption else alts
+
+    @staticmethod
+    def _in_caption_first(req: RewriteRequest, alts: list[str]) -> list[str]:
+        """``alts`` stably partitioned: those found as whole words in the caption outside the keyword's span
+        first (case-insensitive), then the rest."""
+        rest = (req.caption[: req.start] + " " + req.caption[req.end :]).lower()
+        inside = [a for a in alts if re.search(rf"(?<![\w-]){re.escape(a.lower())}(?![\w-])", rest)]
+        return inside + [a for a in alts if a not in inside]
+
+    def _drawn_alternatives(self, req: RewriteRequest, need: int | None) -> list[str]:
+        """The replacements in their drawn order (class docstring)."""
         rng = self._rng(req)
         in_context = self._context_substitutes(req)
         if in_context is not None:  # the words around the keyword decide alone (CONTEXT_SUBSTITUTES)

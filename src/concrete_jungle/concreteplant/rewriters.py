@@ -37,7 +37,7 @@ def build_rewriter(
     if cfg.backend == "lexical":
         from concrete_jungle.concreteplant.lexical import LexicalRewriter
 
-        return LexicalRewriter(seed=seed, vocabulary=vocabulary)
+        return LexicalRewriter(seed=seed, vocabulary=vocabulary, prefer_in_caption=cfg.prefer_in_caption)
     if dataset not in DATASETS:
         raise ValueError(
             f"build_rewriter: backend {cfg.backend!r} needs dataset in {DATASETS} (it picks the A.2 examples), "

@@ -10,10 +10,22 @@ SugarCrepe: I2T right when cos(v, t) > cos(v, t'), T2I right when cos(t, v) > co
 Per (model, baseline), direction (I2T, T2I where the pairs have negative images) and keyword type (attribute /
 relation / object, and all pairs): the paired gain in points (1 point = 0.01 accuracy) with its percentile
 bootstrap CI over pairs, the exact McNemar p, and the minimal detectable effect (MDE) at ``power`` for that n and
-discordance (:func:`concrete_jungle.evaluation.paired.mcnemar_mde`, at level ``alpha``). A model **passes** when, in
-every direction over all its pairs, the gain is at least ``min_gain`` points with McNemar p < ``alpha``, against
-every baseline; per-type verdicts are reported beside it. The **study passes** when every hard-negative fine-tune
-does; a model that fails makes every comparison it takes part in "cannot be read" (the report marks them).
+discordance (:func:`concrete_jungle.evaluation.paired.mcnemar_mde`, at level ``alpha``).
+
+**Control arms and treatments** (docs/instrument.md, "What the control reads"). The control asks whether the study
+can see hard negatives being learned at all; it is asked of the plainest hard-negative objective, the fine-tune of
+each ConcreteBatch with a loss of ``control_losses`` (``<d>-infonce``): its **control arm**. The other fine-tunes
+(Cement, static and inverse margins) are **treatments**, compared against their control arm in the report; their
+gains over ``clip`` are reported beside, but a treatment that does not beat ``clip`` is a result, not a broken
+instrument (the paper itself expects the inverse margin to degrade, Sec. 3.3, and Cement's adaptive margin is
+negative on low-concreteness keywords, Sec. 2.3).
+
+**Headroom.** A control arm passes when, in every direction over all its pairs and against every baseline, its
+gain reaches the **required gain** with McNemar p < ``alpha``: ``min_gain`` points, or ``headroom_share`` of the
+baseline's errors (``headroom_share * (100 - baseline accuracy)``) when that is smaller, since a baseline at 92 %
+leaves no room for +10 points. The **study passes** when every control arm does. A failed or unmeasured control arm
+makes every comparison of a model on its dataset "cannot be read" (the report marks them,
+:func:`failed_models`).
 
 Inputs: the prepared held-out suite (``items.json``: ``{dataset: [pair with anchor_id, type]}``) and the verdict
 files of ``score_heldout`` (``{"verdicts": {dataset: {anchor_id: bool (I2T)}}, "t2i": {...}}``).
@@ -37,18 +49,23 @@ _DIRECTIONS = {"i2t": "verdicts", "t2i": "t2i"}
 
 
 def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, min_gain: float, alpha: float,
-                  power: float, n_resamples: int, confidence_level: float, seed: int) -> dict:
+                  power: float, n_resamples: int, confidence_level: float, seed: int,
+                  headroom_share: float | None = None) -> dict:
     """Paired gain of ``model`` over ``reference`` on the same pairs (one direction, one group of pairs).
 
     Args:
         model, reference: ``{pair_id: bool}`` verdicts (True = right) over the same pair ids.
         min_gain: points the gain must reach; alpha: McNemar level; power: of the MDE;
         n_resamples, confidence_level, seed: of the percentile bootstrap CI.
+        headroom_share: with it, the required gain is ``min(min_gain, headroom_share * (100 - reference
+            accuracy in %))``: that share of the reference's errors where the reference leaves little room; None:
+            ``min_gain`` always.
 
     Returns:
-        ``{"n", "accuracy_pct", "reference_accuracy_pct", "gain_points", "ci_points": [low, high], "mcnemar_p",
-        "mde_points", "only_model", "only_reference", "passed"}``: accuracies in %, gain / CI / MDE in points
-        (the MDE at level ``alpha`` and ``power`` for this n and discordance), every number finite.
+        ``{"n", "accuracy_pct", "reference_accuracy_pct", "gain_points", "required_gain_points", "ci_points": [low,
+        high], "mcnemar_p", "mde_points", "only_model", "only_reference", "passed"}``: accuracies in %, gain /
+        required gain / CI / MDE in points (the MDE at level ``alpha`` and ``power`` for this n and discordance),
+        every number finite.
 
     Raises:
         ValueError: the two cover different pairs, or no pair (as :func:`paired_comparison`).
@@ -59,10 +76,14 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
                              method="percentile", seed=seed)
     mde = mcnemar_mde(c["n"], (c["only_a"] + c["only_b"]) / c["n"], alpha=alpha, power=power)
     gain = 100 * c["delta"]
-    # the verdict in integers (a gain of exactly min_gain must not fail on a rounding error of (n01 - n10) / n)
-    reaches = 100 * (c["only_a"] - c["only_b"]) >= min_gain * c["n"]
-    return {"n": c["n"], "accuracy_pct": 100 * c["accuracy_a"], "reference_accuracy_pct": 100 * c["accuracy_b"],
-            "gain_points": gain, "ci_points": [100 * ci["low"], 100 * ci["high"]], "mcnemar_p": c["mcnemar_p"],
+    n, ref_errors = c["n"], c["n"] - sum(bool(v) for v in reference.values())
+    # required gain times n, in integers where it can be (a gain of exactly the requirement must not fail on a
+    # rounding error of (n01 - n10) / n)
+    need_n = min_gain * n if headroom_share is None else min(min_gain * n, headroom_share * 100 * ref_errors)
+    reaches = 100 * (c["only_a"] - c["only_b"]) >= need_n - 1e-9 * n
+    return {"n": n, "accuracy_pct": 100 * c["accuracy_a"], "reference_accuracy_pct": 100 * c["accuracy_b"],
+            "gain_points": gain, "required_gain_points": need_n / n, "ci_points": [100 * ci["low"], 100 * ci["high"]],
+            "mcnemar_p": c["mcnemar_p"],
             "mde_points": 100 * mde, "only_model": c["only_a"], "only_reference": c["only_b"],
             "passed": bool(reaches and c["mcnemar_p"] < alpha)}
 
@@ -84,9 +105,10 @@ def read_heldout_verdicts(verdicts_dir: str | os.PathLike, label: str) -> dict[s
 
 
 def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[str, Mapping | None],
-                     models: Sequence[str], baselines: Sequence[str], *, min_gain: float = 10.0,
-                     alpha: float = 0.001, power: float = 0.8, n_resamples: int = 2000,
-                     confidence_level: float = 0.95, seed: int = 0) -> dict:
+                     models: Sequence[str], baselines: Sequence[str], *, control_losses: Sequence[str] = ("infonce",),
+                     min_gain: float = 10.0, headroom_share: float | None = 0.5, alpha: float = 0.001,
+                     power: float = 0.8, n_resamples: int = 2000, confidence_level: float = 0.95,
+                     seed: int = 0) -> dict:
     """The positive control of one profile (see the module docstring).
 
     Args:
@@ -94,39 +116,55 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
         verdicts: ``{label: read_heldout_verdicts(...) or None}`` for every label of ``models`` and ``baselines``.
         models: the hard-negative fine-tunes, labelled ``<dataset>-<loss>`` (:func:`concrete_jungle.grid.model_label`).
         baselines: the references (``clip``).
-        min_gain, alpha, power, n_resamples, confidence_level, seed: ``evaluate.positive_control`` and the seed.
+        control_losses: the losses whose fine-tunes are the control arms (``infonce``); every other model is a
+            treatment.
+        min_gain, headroom_share, alpha, power, n_resamples, confidence_level, seed: ``evaluate.positive_control``
+            and the seed (:func:`control_stats`).
 
     Returns:
-        ``{"criterion", "passed", "status", "reason", "failed", "models": {label: {"dataset", "passed", "reason",
-        "vs": {baseline: {"passed", "i2t": stats, "t2i": stats, "by_type": {type: {"i2t": stats, ...}}}}}}}``,
-        stats as :func:`control_stats`. ``status`` is ``passed``, ``failed`` or ``unavailable`` (no baseline, no
-        hard-negative fine-tune, or some model without held-out pairs or without the verdicts of a direction the
-        criterion needs — T2I whenever the pairs have negative images: ``passed`` False, ``reason`` says why and
-        the model's own ``passed`` is None); ``failed`` lists the models that did not pass.
+        ``{"criterion", "passed", "status", "reason", "failed", "control_arms", "models": {label: {"dataset",
+        "role", "passed", "reason", "vs": {baseline: {"passed", "i2t": stats, "t2i": stats, "by_type": {type:
+        {"i2t": stats, ...}}}}}}}``, stats as :func:`control_stats`, ``role`` ``control`` or ``treatment``.
+        ``status`` is ``passed``, ``failed`` or ``unavailable`` (no baseline, no control arm, or a control arm
+        without held-out pairs or without the verdicts of a direction the criterion needs — T2I whenever the pairs
+        have negative images: ``passed`` False, ``reason`` says why and that model's own ``passed`` is None);
+        ``failed`` lists the control arms that did not pass; a treatment's ``passed`` says only whether it beat the
+        baselines by the same rule.
 
     Raises:
         ValueError: a model label without a dataset part; verdicts over other pairs than the suite's, or a dataset
             whose pairs repeat an anchor_id (named).
     """
-    criterion = {"min_gain_points": float(min_gain), "alpha": float(alpha), "power": float(power),
+    losses = ", ".join(control_losses)
+    share = "" if headroom_share is None else (
+        f" (or {headroom_share:g} of the baseline's errors where that is less)")
+    criterion = {"min_gain_points": float(min_gain),
+                 "headroom_share": None if headroom_share is None else float(headroom_share),
+                 "control_losses": list(control_losses), "alpha": float(alpha), "power": float(power),
                  "reference": list(baselines), "bootstrap_resamples": int(n_resamples),
                  "confidence_level": float(confidence_level),
-                 "rule": f"each hard-negative fine-tune beats every baseline on the held-out pairs of its own "
-                         f"ConcreteBatch by >= {min_gain:g} points with McNemar p < {alpha:g}, in I2T and T2I"}
+                 "rule": f"the control arm of each ConcreteBatch (its {losses} fine-tune) beats every baseline on "
+                         f"the held-out pairs of its own ConcreteBatch by >= {min_gain:g} points{share} with "
+                         f"McNemar p < {alpha:g}, in I2T and T2I"}
     out: dict = {"criterion": criterion, "models": {}}
-    if not baselines or not models:
-        why = "no baseline (train.baselines is empty)" if not baselines else "no hard-negative fine-tune in the grid"
-        out["models"] = {lab: {"dataset": lab.split("-", 1)[0], "passed": None, "reason": why, "vs": {}}
-                         for lab in models}  # not judged: their comparisons cannot be read either
-        return {**out, "passed": False, "status": "unavailable", "reason": why, "failed": []}
-    kw = dict(min_gain=min_gain, alpha=alpha, power=power, n_resamples=n_resamples,
-              confidence_level=confidence_level, seed=seed)
     for label in models:
         if "-" not in label:
             raise ValueError(f"positive_control: {label!r} is not a <dataset>-<loss> label")
+    role = {lab: "control" if lab.split("-", 1)[1] in control_losses else "treatment" for lab in models}
+    arms = [lab for lab in models if role[lab] == "control"]
+    out["control_arms"] = arms
+    if not baselines or not arms:
+        why = ("no baseline (train.baselines is empty)" if not baselines else
+               f"no control arm: no fine-tune with a loss of {list(control_losses)} in the grid")
+        out["models"] = {lab: {"dataset": lab.split("-", 1)[0], "role": role[lab], "passed": None, "reason": why,
+                               "vs": {}} for lab in models}  # not judged: their comparisons cannot be read either
+        return {**out, "passed": False, "status": "unavailable", "reason": why, "failed": []}
+    kw = dict(min_gain=min_gain, headroom_share=headroom_share, alpha=alpha, power=power, n_resamples=n_resamples,
+              confidence_level=confidence_level, seed=seed)
+    for label in models:
         dataset = label.split("-", 1)[0]
         pairs = list(items.get(dataset) or [])
-        entry: dict = {"dataset": dataset, "passed": False, "reason": None, "vs": {}}
+        entry: dict = {"dataset": dataset, "role": role[label], "passed": False, "reason": None, "vs": {}}
         out["models"][label] = entry
         missing = [x for x in (label, *baselines) if verdicts.get(x) is None]
         if not pairs or missing:
@@ -164,56 +202,95 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
             row["passed"] = all(row[d]["passed"] for d in expected)
             entry["vs"][ref] = row
         entry["passed"] = all(r["passed"] for r in entry["vs"].values())
-    undecided = [lab for lab, e in out["models"].items() if e["passed"] is None]
-    failed = [lab for lab, e in out["models"].items() if e["passed"] is False]
+    undecided = [lab for lab in arms if out["models"][lab]["passed"] is None]
+    failed = [lab for lab in arms if out["models"][lab]["passed"] is False]
     if undecided:
         return {**out, "passed": False, "status": "unavailable", "failed": failed,
                 "reason": "; ".join(f"{lab}: {out['models'][lab]['reason']}" for lab in undecided)}
     return {**out, "passed": not failed, "status": "failed" if failed else "passed", "failed": failed,
-            "reason": None if not failed else f"{len(failed)} of {len(models)} hard-negative fine-tunes did not pass"}
+            "reason": None if not failed else f"{len(failed)} of {len(arms)} control arms did not pass"}
 
 
 def failed_models(control: Mapping | None) -> dict[str, str]:
-    """``{label: why}`` of the models whose comparisons cannot be read, from a ``positive_control.json`` dict:
-    each model that failed or could not be judged. ``{}`` when ``control`` is None (no control was run)."""
+    """``{label: why}`` of the models whose comparisons cannot be read, from a ``positive_control.json`` dict: every
+    model on a dataset whose control arm failed or could not be judged (or that has no control arm). ``{}`` when
+    ``control`` is None (no control was run). A file written before control arms (no ``role``: the results of a
+    pending re-run) is read by its own rule: each model that failed or could not be judged."""
     if not control:
         return {}
+    models = control.get("models") or {}
+    if not any("role" in e for e in models.values()):
+        out = {}
+        for label, e in models.items():
+            if e.get("passed") is False:
+                out[label] = "failed the positive control"
+            elif e.get("passed") is None:
+                out[label] = f"positive control not measured ({e.get('reason')})"
+        return out
+    arms: dict[str, list[str]] = {}
+    for label, e in models.items():
+        if e.get("role") == "control":
+            arms.setdefault(e.get("dataset"), []).append(label)
     out = {}
-    for label, e in (control.get("models") or {}).items():
-        if e.get("passed") is False:
-            out[label] = "failed the positive control"
-        elif e.get("passed") is None:
-            out[label] = f"positive control not measured ({e.get('reason')})"
+    for label, e in models.items():
+        mine = arms.get(e.get("dataset"), [])
+        if not mine:
+            out[label] = f"no control arm on {e.get('dataset')}"
+            continue
+        bad = [a for a in mine if models[a].get("passed") is not True]
+        if bad:
+            what = ("failed" if models[bad[0]].get("passed") is False
+                    else f"was not measured ({models[bad[0]].get('reason')})")
+            out[label] = (f"the positive control {what}" if bad[0] == label
+                          else f"its dataset's control arm {bad[0]} {what.replace('was not', 'not')}")
     return out
 
 
+def _gains(row: Mapping, key: str = "gain_points", fmt: str = "+.1f") -> str:
+    return " / ".join(format(row[d][key], fmt) for d in ("i2t", "t2i") if d in row)
+
+
 def summary_line(control: Mapping) -> str:
-    """One line for the README's result sections: the verdict, the criterion, then each model's gain over the
-    baseline on all its held-out pairs, I2T / T2I in points with the MDE, e.g. ``FAILED (>= 10 points, McNemar p <
-    0.001, I2T and T2I, vs clip): hc-infonce +0.3 / -1.0 (MDE 7.4 / 8.0), ...; comparisons of the models that fail
-    cannot be read``."""
+    """One line for the README's result sections: the verdict, the criterion, then each control arm's gain over the
+    baseline on all its held-out pairs, I2T / T2I in points with the required gain and the MDE, then the treatments'
+    gains, e.g. ``FAILED (control arms: ...): hc-infonce +3.5 / +3.2 (needs 5.3 / 4.0, MDE 6.6 / 5.6) ✗;
+    lc-infonce +16.0 / +17.1 (needs 10.0 / 10.0, MDE 13.6 / 13.9). Treatments, gain over clip: hc-cement +2.6 /
+    -0.3; ...``. Files written before control arms (no ``role``) read as every model a control arm."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
     head = {"passed": "PASSED", "failed": "FAILED"}.get(status, "NOT MEASURED")
     need = crit.get("min_gain_points")
     alpha = crit.get("alpha")
-    parts = []
-    for label, e in (control.get("models") or {}).items():
+    share = crit.get("headroom_share")
+    models = control.get("models") or {}
+    arms, treatments = [], []
+    for label, e in models.items():
         if e.get("passed") is None:
-            parts.append(f"{label} not measured ({e.get('reason')}) ✗")
+            (arms if e.get("role", "control") == "control" else treatments).append(
+                f"{label} not measured ({e.get('reason')}) ✗")
             continue
         for ref, row in (e.get("vs") or {}).items():
-            dirs = [d for d in ("i2t", "t2i") if d in row]
-            gains = " / ".join(f"{row[d]['gain_points']:+.1f}" for d in dirs)
-            mdes = " / ".join(f"{row[d]['mde_points']:.1f}" for d in dirs)
             who = label if len(e["vs"]) == 1 else f"{label} vs {ref}"
-            parts.append(f"{who} {gains} (MDE {mdes}){'' if row.get('passed') else ' ✗'}")
+            if e.get("role", "control") == "control":
+                needs = f"needs {_gains(row, 'required_gain_points', '.1f')}, " if "control_losses" in crit else ""
+                arms.append(f"{who} {_gains(row)} ({needs}MDE {_gains(row, 'mde_points', '.1f')})"
+                            f"{'' if row.get('passed') else ' ✗'}")
+            else:
+                treatments.append(f"{who} {_gains(row)}")
     refs = ", ".join(crit.get("reference") or [])
-    line = (f"**{head}** (gain over {refs or 'the baseline'} on the model's own held-out pairs, "
+    losses = "/".join(crit.get("control_losses") or [])
+    room = "" if share is None else f", or {share:g} of its errors where that is less,"
+    line = (f"**{head}** ({'control arms: the ' + losses + ' fine-tune of each ConcreteBatch; ' if losses else ''}"
+            f"gain over {refs or 'the baseline'} on the model's own held-out pairs, "
             f"{' / '.join(d.upper() for d in ('i2t', 't2i'))} in points, needs >= "
-            f"{'?' if need is None else format(need, 'g')} with McNemar p < {'?' if alpha is None else format(alpha, 'g')})")
-    if parts:
-        line += ": " + "; ".join(parts)
+            f"{'?' if need is None else format(need, 'g')}{room} with McNemar p < "
+            f"{'?' if alpha is None else format(alpha, 'g')})")
+    if arms:
+        line += ": " + "; ".join(arms)
+    if treatments:
+        line += f". Treatments, gain over {refs or 'the baseline'}: " + "; ".join(treatments)
     if status != "passed":
         line += f". {control.get('reason') or ''}: the comparisons of the models marked ✗ cannot be read"
+        if losses:
+            line += ", nor those of the treatments on their datasets"
     return line
