@@ -31,6 +31,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.report import save_figure  # noqa: E402
 from concrete_jungle.evaluation.paired import holm, mcnemar_mde, paired_bootstrap_ci, paired_comparison  # noqa: E402
+from concrete_jungle.evaluation.positive_control import has_control_arms  # noqa: E402
+from concrete_jungle.evaluation.positive_control import verdict as pc_verdict  # noqa: E402
 from concrete_jungle.evaluation.sugarcrepe import SUGARCREPE_SUBSETS  # noqa: E402
 from concrete_jungle.io import read_json  # noqa: E402
 
@@ -636,17 +638,19 @@ def positive_control_markdown(control: Mapping) -> str:
     """The positive control section (``metrics/<p>/positive_control.json``, :mod:`concrete_jungle.evaluation.
     positive_control`): the verdict first, then a row per (hard-negative fine-tune, baseline, direction, keyword
     type or all pairs) with the model's role (control arm or treatment), n, both accuracies (%), the gain and its CI,
-    the required gain (points), McNemar p, MDE (points) and whether the row meets the criterion. Files written
-    before control arms (no ``role``) show every model as a control arm. Returns Markdown ending with a newline."""
+    the required gain (points), McNemar p, MDE (points) and whether the row meets the criterion (✓, ✗, or
+    "underpowered": the required gain is below the MDE). Files written before control arms (no ``role``) show every
+    model as a control arm. Returns Markdown ending with a newline."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
-    head = {"passed": "**PASSED**", "failed": "**FAILED**"}.get(status, "**NOT MEASURED**")
-    arms = "control_losses" in crit
-    unread = ("The comparisons of a model whose dataset's control arm fails cannot be read (marked ✗): "
+    head = {"passed": "**PASSED**", "failed": "**FAILED**", "underpowered": "**UNDERPOWERED**"}.get(
+        status, "**NOT MEASURED**")
+    arms = has_control_arms(control)
+    unread = ("The comparisons of a model whose dataset's control arm did not pass cannot be read (marked ✗): "
               if arms else "The comparisons of a model that fails it cannot be read (marked ✗): ")
     lines = ["## Positive control", "",
              f"{head}: {crit.get('rule', 'no criterion recorded')}. "
-             + ("Every comparison below can be read." if status == "passed" else
+             + ("Every comparison below can be read." if status == "passed" and not control.get("underpowered") else
                 f"{control.get('reason') or ''}. {unread}"
                 "a null result there cannot be told from an instrument that cannot see."), ""]
     models = control.get("models") or {}
@@ -669,7 +673,7 @@ def positive_control_markdown(control: Mapping) -> str:
               "|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for label, e in models.items():
         role = e.get("role", "control")
-        if e.get("passed") is None:
+        if pc_verdict(e) == "unmeasured":
             lines.append(f"| {_md_cell(label)} | {role} | {DASH} | {e.get('dataset')} | {DASH} | {DASH} | {DASH} | "
                          f"{DASH} | {DASH} | {DASH} | {DASH} | {DASH} | {DASH} | "
                          f"not measured: {_md_cell(str(e.get('reason')))} |")
@@ -683,7 +687,7 @@ def positive_control_markdown(control: Mapping) -> str:
                     if not st:
                         continue
                     name = f"**{label}**" if group == "all" else label
-                    verdict = "✓" if st["passed"] else "✗"
+                    verdict = {"passed": "✓", "underpowered": "underpowered"}.get(pc_verdict(st), "✗")
                     req = st.get("required_gain_points", crit.get("min_gain_points"))
                     lines.append(
                         f"| {name} | {role} | {_md_cell(ref)} | {e.get('dataset')} {group} | {direction.upper()} | "
@@ -691,8 +695,9 @@ def positive_control_markdown(control: Mapping) -> str:
                         f"{st['gain_points']:+.1f} | [{st['ci_points'][0]:+.1f}, {st['ci_points'][1]:+.1f}] | "
                         f"{DASH if req is None else format(req, '.1f')} | {_p(st['mcnemar_p'])} | "
                         f"{st['mde_points']:.1f} | {verdict} |")
-        word = ("passed" if e["passed"] else "FAILED") if role == "control" else (
-            "beats the reference" if e["passed"] else "does not beat the reference (not judged)")
+        v = pc_verdict(e)
+        word = {"passed": "passed", "underpowered": "UNDERPOWERED"}.get(v, "FAILED") if role == "control" else (
+            "beats the reference" if v == "passed" else "does not beat the reference (not judged)")
         lines.append(f"| {_md_cell(label)} | {role} | | | | | | | | | | | | **{word}** |")
     return "\n".join(lines) + "\n"
 

@@ -34,7 +34,8 @@ def positive_control_stage(params: Params) -> dict:
                               n_resamples=pc.bootstrap_resamples, confidence_level=pc.confidence_level,
                               seed=params.seed)
     write_metrics(params.metrics_dir / "positive_control.json", result)
-    return {"status": result["status"], "failed": result["failed"], "reason": result["reason"]}
+    return {"status": result["status"], "failed": result["failed"], "underpowered": result["underpowered"],
+            "reason": result["reason"]}
 
 
 if __name__ == "__main__":

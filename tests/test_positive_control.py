@@ -85,36 +85,43 @@ def test_positive_control_verdicts_per_model_and_study():
     assert bad["vs"]["clip"]["i2t"]["passed"] and not bad["vs"]["clip"]["t2i"]["passed"]
     assert failed_models(out) == {}  # the treatment's dataset has a passing control arm: every row can be read
     json.dumps(out, allow_nan=False)  # finite, serialisable
-    # the arm weak, the treatment strong: the study fails, and both models on hc cannot be read
+    # the arm weak, the treatment strong: 20 pairs cannot show 10 points at p < 0.001 (MDE > 10), so the arm's
+    # miss is underpowered, not failed, and both models on hc cannot be read
     swapped = {**verdicts, "hc-infonce": verdicts["hc-cement"], "hc-cement": verdicts["hc-infonce"]}
     fail = positive_control(items, swapped, ["hc-infonce", "hc-cement"], ["clip"], n_resamples=200)
-    assert fail["status"] == "failed" and fail["failed"] == ["hc-infonce"]
-    assert fail["reason"] == "1 of 1 control arms did not pass"
-    assert failed_models(fail) == {"hc-infonce": "the positive control failed",
-                                   "hc-cement": "its dataset's control arm hc-infonce failed"}
+    t2i = fail["models"]["hc-infonce"]["vs"]["clip"]["t2i"]
+    assert t2i["mde_points"] == pytest.approx(100 * mcnemar_mde(20, 2 / 20, alpha=0.001)) and t2i["mde_points"] > 10
+    assert fail["status"] == "underpowered" and fail["failed"] == [] and fail["underpowered"] == ["hc-infonce"]
+    assert fail["reason"] == ("no control arm could be decided: hc-infonce is underpowered vs clip: needs 10.0 / "
+                              f"10.0 points, MDE {good['vs']['clip']['i2t']['mde_points']:.1f} / "
+                              f"{t2i['mde_points']:.1f} (reference at 25.0 / 25.0 %)")
+    assert failed_models(fail) == {"hc-infonce": "the positive control was underpowered",
+                                   "hc-cement": "its dataset's control arm hc-infonce underpowered"}
     md = positive_control_markdown(fail)
-    assert md.startswith("## Positive control\n\n**FAILED**: the control arm of each ConcreteBatch (its infonce "
-                         "fine-tune) beats every baseline")
+    assert md.startswith("## Positive control\n\n**UNDERPOWERED**: the control arm of each ConcreteBatch (its "
+                         "infonce fine-tune) beats every baseline")
     row = next(line for line in md.splitlines() if line.startswith("| **hc-cement** | treatment | clip | hc all | I2T |"))
     assert "| 20 | 100.0 | 25.0 | +75.0 |" in row and "| 10.0 |" in row and row.endswith("| ✓ |")
-    assert "| hc-infonce | control | | | | | | | | | | | | **FAILED** |" in md
+    assert "| hc-infonce | control | | | | | | | | | | | | **UNDERPOWERED** |" in md
     assert "| hc-cement | treatment | | | | | | | | | | | | **beats the reference** |" in md
     assert "**PASSED**" in positive_control_markdown(out)
     line = summary_line(fail)
-    assert line.startswith("**FAILED** (control arms: the infonce fine-tune of each ConcreteBatch; gain over clip on "
-                           "the model's own held-out pairs, I2T / T2I in points, needs >= 10, or 0.5 of its errors "
-                           "where that is less, with McNemar p < 0.001): hc-infonce +75.0 / +10.0 (needs 10.0 / 10.0, "
-                           "MDE ")
-    assert ". Treatments, gain over clip: hc-cement +75.0 / +75.0. 1 of 1 control arms did not pass: the " in line
+    assert line.startswith("**UNDERPOWERED** (control arms: the infonce fine-tune of each ConcreteBatch; gain over "
+                           "clip on the model's own held-out pairs, I2T / T2I in points, needs >= 10, or 0.5 of its "
+                           "errors where that is less, with McNemar p < 0.001): hc-infonce +75.0 / +10.0 (needs 10.0 "
+                           "/ 10.0, MDE ")
+    assert ". Treatments, gain over clip: hc-cement +75.0 / +75.0. no control arm could be decided: " in line
     assert line.endswith("marked ✗ cannot be read, nor those of the treatments on their datasets")
     assert summary_line(out).startswith("**PASSED**") and "✗" not in summary_line(out)
-    # a file written before control arms (no role; a pending re-run's results) keeps its own reading
-    old = {**fail, "criterion": {k: v for k, v in fail["criterion"].items() if k not in ("control_losses",
-                                                                                         "headroom_share")},
-           "models": {lab: {k: v for k, v in e.items() if k != "role"} for lab, e in fail["models"].items()}}
-    assert failed_models(old) == {"hc-infonce": "failed the positive control"}
+    # a file written before control arms and verdicts (no role, no verdict; a pending re-run's results) keeps its
+    # own reading: each model its own arm, judged by `passed`
+    strip = lambda d: {k: strip(v) for k, v in d.items() if k not in ("role", "verdict")} if isinstance(d, dict) else d  # noqa: E731
+    old = {**strip(fail), "status": "failed", "reason": "1 of 1 models did not pass",
+           "criterion": {k: v for k, v in fail["criterion"].items() if k not in ("control_losses", "headroom_share")}}
+    assert failed_models(old) == {"hc-infonce": "the positive control failed"}
     assert summary_line(old).startswith("**FAILED** (gain over clip on the model's own held-out pairs, I2T / T2I in "
                                         "points, needs >= 10 with McNemar p < 0.001): hc-infonce +75.0 / +10.0 (MDE ")
+    assert "hc-cement +75.0 / +75.0 (MDE " in summary_line(old) and "✗ underpowered" not in summary_line(old)
 
 
 def test_positive_control_headroom_and_no_control_arm():
@@ -199,3 +206,68 @@ def test_review_fixes_t2i_required_exact_gain_low_power_and_no_baseline():
     assert summary_line({"status": "failed", "models": {}}).startswith("**FAILED** (gain over the baseline on the "
                                                                        "model's own held-out pairs, I2T / T2I in "
                                                                        "points, needs >= ? with McNemar p < ?)")
+
+
+def _pairs(n_ref_right, fixes, breaks, n=310, dataset="hc"):
+    """Verdicts over n pairs: the reference right on the first ``n_ref_right``; the model fixes ``fixes`` of the
+    reference's errors and breaks ``breaks`` of its rights."""
+    ref = {f"{dataset}{k}": k < n_ref_right for k in range(n)}
+    model = {f"{dataset}{k}": (k >= breaks) if k < n_ref_right else (k < n_ref_right + fixes) for k in range(n)}
+    return model, ref
+
+
+def test_underpowered_is_neither_passed_nor_failed():
+    kw = dict(min_gain=10, alpha=0.001, power=0.8, n_resamples=50, confidence_level=0.95, seed=0, headroom_share=0.5)
+    # clip right on 274 of 310 (88.4 %, 36 errors): 0.5 x 11.6 = 5.8 points required
+    noisy_m, ref = _pairs(274, fixes=20, breaks=11)  # +9 pairs = +2.9 points on 31 discordant pairs
+    noisy = control_stats(noisy_m, ref, **kw)
+    assert noisy["required_gain_points"] == pytest.approx(100 * 18 / 310)
+    assert noisy["gain_points"] == pytest.approx(100 * 9 / 310)
+    assert noisy["mde_points"] == pytest.approx(100 * mcnemar_mde(310, 31 / 310, alpha=0.001))
+    assert noisy["mde_points"] > noisy["required_gain_points"]  # 7.4 > 5.8: it could not have seen 5.8
+    assert noisy["verdict"] == "underpowered" and noisy["passed"] is False
+    clean_m, _ = _pairs(274, fixes=9, breaks=0)  # the same +2.9 points on 9 discordant pairs: MDE 3.7 < 5.8
+    clean = control_stats(clean_m, ref, **kw)
+    assert clean["mde_points"] < clean["required_gain_points"] and clean["verdict"] == "failed"
+    strong_m, _ = _pairs(274, fixes=30, breaks=5)  # +25 pairs = +8.1 points, p = 2 * P(X <= 5 | 35) < 0.001
+    assert control_stats(strong_m, ref, **kw)["verdict"] == "passed"  # a pass is a pass, whatever the MDE
+
+    # the study: hc's arm underpowered, lc's arm passes -> passed, hc's comparisons cannot be read
+    lc_m, lc_ref = _pairs(100, fixes=150, breaks=0, n=263, dataset="lc")
+    items = {"hc": [{"anchor_id": k, "type": "attribute"} for k in ref],
+             "lc": [{"anchor_id": k, "type": "relation"} for k in lc_ref]}
+    verdicts = {"hc-infonce": {"i2t": {"hc": noisy_m}}, "hc-cement": {"i2t": {"hc": strong_m}},
+                "lc-infonce": {"i2t": {"lc": lc_m}},
+                "clip": {"i2t": {"hc": ref, "lc": lc_ref}}}
+    models = ["hc-infonce", "hc-cement", "lc-infonce"]
+    out = positive_control(items, verdicts, models, ["clip"], n_resamples=50)
+    assert out["status"] == "passed" and out["passed"] is True
+    assert out["failed"] == [] and out["underpowered"] == ["hc-infonce"]
+    hc = out["models"]["hc-infonce"]
+    assert (hc["verdict"], hc["passed"], hc["vs"]["clip"]["verdict"]) == ("underpowered", False, "underpowered")
+    assert hc["reason"] == ("is underpowered vs clip: needs 5.8 points, MDE "
+                            f"{100 * mcnemar_mde(310, 31 / 310, alpha=0.001):.1f} (reference at 88.4 %)")
+    assert out["reason"] == "passed on lc-infonce; hc-infonce " + hc["reason"]
+    assert failed_models(out) == {"hc-infonce": "the positive control was underpowered",
+                                  "hc-cement": "its dataset's control arm hc-infonce underpowered"}
+    line = summary_line(out)
+    assert line.startswith("**PASSED**") and "hc-infonce +2.9 (needs 5.8, MDE 7.4) ✗ underpowered;" in line
+    assert line.endswith("marked ✗ cannot be read, nor those of the treatments on their datasets")
+    md = positive_control_markdown(out)
+    assert "| hc-infonce | control | | | | | | | | | | | | **UNDERPOWERED** |" in md
+    assert "Every comparison below can be read." not in md
+    assert "| **hc-infonce** | control | clip | hc all | I2T | 310 | 91.3 | 88.4 | +2.9 |" in md
+    assert next(r for r in md.splitlines() if r.startswith("| **hc-infonce** |")).endswith("| underpowered |")
+    # every arm underpowered: the study is not passed, its status says why
+    alone = positive_control(items, verdicts, ["hc-infonce"], ["clip"], n_resamples=50)
+    assert (alone["status"], alone["passed"]) == ("underpowered", False)
+    assert alone["reason"] == "no control arm could be decided: hc-infonce " + hc["reason"]
+    assert summary_line(alone).startswith("**UNDERPOWERED**")
+    # a failed arm beside an underpowered one: failed, and the reason names both
+    failing = {**verdicts, "lc-infonce": {"i2t": {"lc": lc_ref}}}  # lc-infonce = clip on lc: MDE 0, gain 0
+    both = positive_control(items, failing, models, ["clip"], n_resamples=50)
+    assert both["status"] == "failed" and both["failed"] == ["lc-infonce"] and both["underpowered"] == ["hc-infonce"]
+    assert both["reason"] == "1 of 2 control arms did not pass (hc-infonce " + hc["reason"] + ")"
+    assert failed_models(both)["lc-infonce"] == "the positive control failed"
+    assert summary_line(both).startswith("**FAILED**") and "lc-infonce +0.0 (needs 10.0, MDE " in summary_line(both)
+    assert "| lc-infonce | control | | | | | | | | | | | | **FAILED** |" in positive_control_markdown(both)

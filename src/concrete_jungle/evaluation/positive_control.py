@@ -23,9 +23,17 @@ negative on low-concreteness keywords, Sec. 2.3).
 **Headroom.** A control arm passes when, in every direction over all its pairs and against every baseline, its
 gain reaches the **required gain** with McNemar p < ``alpha``: ``min_gain`` points, or ``headroom_share`` of the
 baseline's errors (``headroom_share * (100 - baseline accuracy)``) when that is smaller, since a baseline at 92 %
-leaves no room for +10 points. The **study passes** when every control arm does. A failed or unmeasured control arm
-makes every comparison of a model on its dataset "cannot be read" (the report marks them,
-:func:`failed_models`).
+leaves no room for +10 points.
+
+**Underpowered** (docs/instrument.md, "Decision: a control arm that cannot be decided"). A comparison that misses
+its required gain *fails* only if it could have seen it: when the required gain is below the comparison's minimal
+detectable effect (at level ``alpha`` and ``power``, for its n and discordance), a model that meets the requirement
+would be missed more than ``1 - power`` of the time, so the miss is read as **underpowered** — neither passed nor
+failed. Each verdict is ``passed`` (every direction against every baseline passes), ``failed`` (some direction
+misses a gain it could have detected) or ``underpowered`` (the rest). The **study passes** when no control arm
+failed or went unmeasured and at least one passed; when every arm is underpowered its status is ``underpowered``.
+Every comparison of a model on a dataset whose control arm did not pass (failed, underpowered or unmeasured) cannot
+be read (the report marks them, :func:`failed_models`).
 
 Inputs: the prepared held-out suite (``items.json``: ``{dataset: [pair with anchor_id, type]}``) and the verdict
 files of ``score_heldout`` (``{"verdicts": {dataset: {anchor_id: bool (I2T)}}, "t2i": {...}}``).
@@ -40,12 +48,23 @@ from pathlib import Path
 from concrete_jungle.evaluation.paired import mcnemar_mde, paired_bootstrap_ci, paired_comparison
 from concrete_jungle.io import read_json
 
-__all__ = ["TYPES", "control_stats", "positive_control", "read_heldout_verdicts", "failed_models", "summary_line"]
+__all__ = ["TYPES", "VERDICTS", "control_stats", "positive_control", "read_heldout_verdicts", "has_control_arms",
+           "verdict", "failed_models", "summary_line"]
 
 #: Keyword types in report order (paper Sec. 2.1).
 TYPES = ("attribute", "relation", "object")
 #: Verdict-file keys of each direction.
 _DIRECTIONS = {"i2t": "verdicts", "t2i": "t2i"}
+#: A comparison's, a model's and a control arm's verdicts (``unmeasured``: no verdicts to judge).
+VERDICTS = ("passed", "failed", "underpowered", "unmeasured")
+
+
+def _combine(verdicts: Sequence[str]) -> str:
+    """One verdict of several that must all pass: ``passed`` if all passed, ``failed`` if any failed, else
+    ``underpowered``."""
+    if all(v == "passed" for v in verdicts):
+        return "passed"
+    return "failed" if "failed" in verdicts else "underpowered"
 
 
 def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, min_gain: float, alpha: float,
@@ -63,9 +82,10 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
 
     Returns:
         ``{"n", "accuracy_pct", "reference_accuracy_pct", "gain_points", "required_gain_points", "ci_points": [low,
-        high], "mcnemar_p", "mde_points", "only_model", "only_reference", "passed"}``: accuracies in %, gain /
-        required gain / CI / MDE in points (the MDE at level ``alpha`` and ``power`` for this n and discordance),
-        every number finite.
+        high], "mcnemar_p", "mde_points", "only_model", "only_reference", "passed", "verdict"}``: accuracies in %,
+        gain / required gain / CI / MDE in points (the MDE at level ``alpha`` and ``power`` for this n and
+        discordance), every number finite; ``verdict`` ``passed``, else ``underpowered`` when the required gain is
+        below the MDE (the comparison could not have seen it), else ``failed``.
 
     Raises:
         ValueError: the two cover different pairs, or no pair (as :func:`paired_comparison`).
@@ -81,11 +101,13 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
     # rounding error of (n01 - n10) / n)
     need_n = min_gain * n if headroom_share is None else min(min_gain * n, headroom_share * 100 * ref_errors)
     reaches = 100 * (c["only_a"] - c["only_b"]) >= need_n - 1e-9 * n
+    passed = bool(reaches and c["mcnemar_p"] < alpha)
     return {"n": n, "accuracy_pct": 100 * c["accuracy_a"], "reference_accuracy_pct": 100 * c["accuracy_b"],
             "gain_points": gain, "required_gain_points": need_n / n, "ci_points": [100 * ci["low"], 100 * ci["high"]],
             "mcnemar_p": c["mcnemar_p"],
             "mde_points": 100 * mde, "only_model": c["only_a"], "only_reference": c["only_b"],
-            "passed": bool(reaches and c["mcnemar_p"] < alpha)}
+            "passed": passed,
+            "verdict": "passed" if passed else "underpowered" if need_n / n < 100 * mde else "failed"}
 
 
 def read_heldout_verdicts(verdicts_dir: str | os.PathLike, label: str) -> dict[str, dict[str, dict[str, bool]]] | None:
@@ -122,14 +144,16 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
             and the seed (:func:`control_stats`).
 
     Returns:
-        ``{"criterion", "passed", "status", "reason", "failed", "control_arms", "models": {label: {"dataset",
-        "role", "passed", "reason", "vs": {baseline: {"passed", "i2t": stats, "t2i": stats, "by_type": {type:
-        {"i2t": stats, ...}}}}}}}``, stats as :func:`control_stats`, ``role`` ``control`` or ``treatment``.
-        ``status`` is ``passed``, ``failed`` or ``unavailable`` (no baseline, no control arm, or a control arm
-        without held-out pairs or without the verdicts of a direction the criterion needs — T2I whenever the pairs
-        have negative images: ``passed`` False, ``reason`` says why and that model's own ``passed`` is None);
-        ``failed`` lists the control arms that did not pass; a treatment's ``passed`` says only whether it beat the
-        baselines by the same rule.
+        ``{"criterion", "passed", "status", "reason", "failed", "underpowered", "control_arms", "models": {label:
+        {"dataset", "role", "passed", "verdict", "reason", "vs": {baseline: {"passed", "verdict", "i2t": stats,
+        "t2i": stats, "by_type": {type: {"i2t": stats, ...}}}}}}}``, stats as :func:`control_stats`, ``role``
+        ``control`` or ``treatment``, ``verdict`` one of :data:`VERDICTS` (``passed`` is True only for ``passed``,
+        None for ``unmeasured``). ``status`` is ``passed``, ``failed``, ``underpowered`` (every control arm) or
+        ``unavailable`` (no baseline, no control arm, or a control arm without held-out pairs or without the
+        verdicts of a direction the criterion needs — T2I whenever the pairs have negative images: ``passed``
+        False, ``reason`` says why and that model's own ``passed`` is None); ``failed`` / ``underpowered`` list the
+        control arms with that verdict; a treatment's verdict says only whether it beat the baselines by the same
+        rule.
 
     Raises:
         ValueError: a model label without a dataset part; verdicts over other pairs than the suite's, or a dataset
@@ -145,7 +169,8 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                  "confidence_level": float(confidence_level),
                  "rule": f"the control arm of each ConcreteBatch (its {losses} fine-tune) beats every baseline on "
                          f"the held-out pairs of its own ConcreteBatch by >= {min_gain:g} points{share} with "
-                         f"McNemar p < {alpha:g}, in I2T and T2I"}
+                         f"McNemar p < {alpha:g}, in I2T and T2I; a miss where the required gain is below the "
+                         f"comparison's MDE at {100 * power:g} % power is underpowered, not failed"}
     out: dict = {"criterion": criterion, "models": {}}
     for label in models:
         if "-" not in label:
@@ -156,21 +181,22 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
     if not baselines or not arms:
         why = ("no baseline (train.baselines is empty)" if not baselines else
                f"no control arm: no fine-tune with a loss of {list(control_losses)} in the grid")
-        out["models"] = {lab: {"dataset": lab.split("-", 1)[0], "role": role[lab], "passed": None, "reason": why,
-                               "vs": {}} for lab in models}  # not judged: their comparisons cannot be read either
-        return {**out, "passed": False, "status": "unavailable", "reason": why, "failed": []}
+        out["models"] = {lab: {"dataset": lab.split("-", 1)[0], "role": role[lab], "passed": None,
+                               "verdict": "unmeasured", "reason": why, "vs": {}}
+                         for lab in models}  # not judged: their comparisons cannot be read either
+        return {**out, "passed": False, "status": "unavailable", "reason": why, "failed": [], "underpowered": []}
     kw = dict(min_gain=min_gain, headroom_share=headroom_share, alpha=alpha, power=power, n_resamples=n_resamples,
               confidence_level=confidence_level, seed=seed)
     for label in models:
         dataset = label.split("-", 1)[0]
         pairs = list(items.get(dataset) or [])
-        entry: dict = {"dataset": dataset, "role": role[label], "passed": False, "reason": None, "vs": {}}
+        entry: dict = {"dataset": dataset, "role": role[label], "passed": None, "verdict": "unmeasured",
+                       "reason": None, "vs": {}}
         out["models"][label] = entry
         missing = [x for x in (label, *baselines) if verdicts.get(x) is None]
         if not pairs or missing:
             entry["reason"] = (f"no held-out pair of dataset {dataset}" if not pairs
                                else f"no held-out verdicts for {', '.join(missing)}")
-            entry["passed"] = None
             continue
         types = {str(p["anchor_id"]): p["type"] for p in pairs}
         if len(types) != len(pairs):
@@ -182,7 +208,6 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                    for who in (label, *baselines) if verdicts[who].get(direction, {}).get(dataset) is None]
         if lacking:
             entry["reason"] = f"no {'; no '.join(lacking)} (re-run score_heldout)"
-            entry["passed"] = None
             continue
         for ref in baselines:
             row: dict = {"by_type": {}}
@@ -199,50 +224,80 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                     if ids:
                         row["by_type"].setdefault(t, {})[direction] = control_stats(
                             {i: mine[i] for i in ids}, {i: theirs[i] for i in ids}, **kw)
-            row["passed"] = all(row[d]["passed"] for d in expected)
+            row["verdict"] = _combine([row[d]["verdict"] for d in expected])
+            row["passed"] = row["verdict"] == "passed"
             entry["vs"][ref] = row
-        entry["passed"] = all(r["passed"] for r in entry["vs"].values())
-    undecided = [lab for lab in arms if out["models"][lab]["passed"] is None]
-    failed = [lab for lab in arms if out["models"][lab]["passed"] is False]
-    if undecided:
-        return {**out, "passed": False, "status": "unavailable", "failed": failed,
-                "reason": "; ".join(f"{lab}: {out['models'][lab]['reason']}" for lab in undecided)}
-    return {**out, "passed": not failed, "status": "failed" if failed else "passed", "failed": failed,
-            "reason": None if not failed else f"{len(failed)} of {len(arms)} control arms did not pass"}
+        entry["verdict"] = _combine([r["verdict"] for r in entry["vs"].values()])
+        entry["passed"] = entry["verdict"] == "passed"
+        if entry["verdict"] == "underpowered":
+            entry["reason"] = _underpowered_reason(entry)
+    by = {v: [lab for lab in arms if out["models"][lab]["verdict"] == v] for v in VERDICTS}
+    out.update(failed=by["failed"], underpowered=by["underpowered"])
+    weak = "; ".join(f"{lab} {out['models'][lab]['reason']}" for lab in by["underpowered"])
+    if by["unmeasured"]:
+        return {**out, "passed": False, "status": "unavailable",
+                "reason": "; ".join(f"{lab}: {out['models'][lab]['reason']}" for lab in by["unmeasured"])}
+    if by["failed"]:
+        return {**out, "passed": False, "status": "failed",
+                "reason": f"{len(by['failed'])} of {len(arms)} control arms did not pass"
+                          + (f" ({weak})" if weak else "")}
+    if not by["passed"]:
+        return {**out, "passed": False, "status": "underpowered",
+                "reason": f"no control arm could be decided: {weak}"}
+    return {**out, "passed": True, "status": "passed",
+            "reason": f"passed on {', '.join(by['passed'])}; {weak}" if weak else None}
+
+
+def _underpowered_reason(entry: Mapping) -> str:
+    """Why an arm is underpowered, e.g. ``is underpowered vs clip: needs 5.8 / 6.1 points, MDE 6.6 / 7.1 (reference
+    at 88.4 / 87.7 %)``."""
+    parts = []
+    for ref, row in entry["vs"].items():
+        ds = [d for d in ("i2t", "t2i") if d in row]
+        parts.append(f"vs {ref}: needs {' / '.join(format(row[d]['required_gain_points'], '.1f') for d in ds)} "
+                     f"points, MDE {' / '.join(format(row[d]['mde_points'], '.1f') for d in ds)} (reference at "
+                     f"{' / '.join(format(row[d]['reference_accuracy_pct'], '.1f') for d in ds)} %)")
+    return "is underpowered " + "; ".join(parts)
+
+
+def has_control_arms(control: Mapping) -> bool:
+    """Whether a ``positive_control.json`` dict was written with control arms (its criterion names
+    ``control_losses``); files of pending re-runs written before them read every model as its own arm."""
+    return "control_losses" in (control.get("criterion") or {})
+
+
+def verdict(entry: Mapping) -> str:
+    """A model entry's verdict (:data:`VERDICTS`), also for files written before ``verdict`` was recorded (read
+    from ``passed``: True, False, None)."""
+    return entry.get("verdict") or {True: "passed", False: "failed"}.get(entry.get("passed"), "unmeasured")
 
 
 def failed_models(control: Mapping | None) -> dict[str, str]:
     """``{label: why}`` of the models whose comparisons cannot be read, from a ``positive_control.json`` dict: every
-    model on a dataset whose control arm failed or could not be judged (or that has no control arm). ``{}`` when
-    ``control`` is None (no control was run). A file written before control arms (no ``role``: the results of a
-    pending re-run) is read by its own rule: each model that failed or could not be judged."""
+    model on a dataset whose control arm failed, was underpowered or could not be judged (or that has no control
+    arm). ``{}`` when ``control`` is None (no control was run). A file written before control arms (the results of
+    a pending re-run) reads each model as its own control arm."""
     if not control:
         return {}
     models = control.get("models") or {}
-    if not any("role" in e for e in models.values()):
-        out = {}
-        for label, e in models.items():
-            if e.get("passed") is False:
-                out[label] = "failed the positive control"
-            elif e.get("passed") is None:
-                out[label] = f"positive control not measured ({e.get('reason')})"
-        return out
+    with_arms = has_control_arms(control)
     arms: dict[str, list[str]] = {}
     for label, e in models.items():
-        if e.get("role") == "control":
-            arms.setdefault(e.get("dataset"), []).append(label)
+        if not with_arms or e.get("role") == "control":
+            arms.setdefault(label if not with_arms else e.get("dataset"), []).append(label)
     out = {}
     for label, e in models.items():
-        mine = arms.get(e.get("dataset"), [])
+        mine = arms.get(label if not with_arms else e.get("dataset"), [])
         if not mine:
             out[label] = f"no control arm on {e.get('dataset')}"
             continue
-        bad = [a for a in mine if models[a].get("passed") is not True]
+        bad = [a for a in mine if verdict(models[a]) != "passed"]
         if bad:
-            what = ("failed" if models[bad[0]].get("passed") is False
-                    else f"was not measured ({models[bad[0]].get('reason')})")
+            v = verdict(models[bad[0]])
+            what = {"failed": "failed", "underpowered": "was underpowered"}.get(
+                v, f"was not measured ({models[bad[0]].get('reason')})")
             out[label] = (f"the positive control {what}" if bad[0] == label
-                          else f"its dataset's control arm {bad[0]} {what.replace('was not', 'not')}")
+                          else f"its dataset's control arm {bad[0]} {what.replace('was ', '')}")
     return out
 
 
@@ -255,26 +310,27 @@ def summary_line(control: Mapping) -> str:
     baseline on all its held-out pairs, I2T / T2I in points with the required gain and the MDE, then the treatments'
     gains, e.g. ``FAILED (control arms: ...): hc-infonce +3.5 / +3.2 (needs 5.3 / 4.0, MDE 6.6 / 5.6) ✗;
     lc-infonce +16.0 / +17.1 (needs 10.0 / 10.0, MDE 13.6 / 13.9). Treatments, gain over clip: hc-cement +2.6 /
-    -0.3; ...``. Files written before control arms (no ``role``) read as every model a control arm."""
+    -0.3; ...``; an underpowered arm is marked ``✗ underpowered``. Files written before control arms (no ``role``)
+    read as every model a control arm."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
-    head = {"passed": "PASSED", "failed": "FAILED"}.get(status, "NOT MEASURED")
+    head = {"passed": "PASSED", "failed": "FAILED", "underpowered": "UNDERPOWERED"}.get(status, "NOT MEASURED")
     need = crit.get("min_gain_points")
     alpha = crit.get("alpha")
     share = crit.get("headroom_share")
     models = control.get("models") or {}
     arms, treatments = [], []
     for label, e in models.items():
-        if e.get("passed") is None:
+        if verdict(e) == "unmeasured":
             (arms if e.get("role", "control") == "control" else treatments).append(
                 f"{label} not measured ({e.get('reason')}) ✗")
             continue
         for ref, row in (e.get("vs") or {}).items():
             who = label if len(e["vs"]) == 1 else f"{label} vs {ref}"
             if e.get("role", "control") == "control":
-                needs = f"needs {_gains(row, 'required_gain_points', '.1f')}, " if "control_losses" in crit else ""
-                arms.append(f"{who} {_gains(row)} ({needs}MDE {_gains(row, 'mde_points', '.1f')})"
-                            f"{'' if row.get('passed') else ' ✗'}")
+                needs = f"needs {_gains(row, 'required_gain_points', '.1f')}, " if has_control_arms(control) else ""
+                mark = {"passed": "", "underpowered": " ✗ underpowered"}.get(verdict(row), " ✗")
+                arms.append(f"{who} {_gains(row)} ({needs}MDE {_gains(row, 'mde_points', '.1f')}){mark}")
             else:
                 treatments.append(f"{who} {_gains(row)}")
     refs = ", ".join(crit.get("reference") or [])
@@ -289,7 +345,7 @@ def summary_line(control: Mapping) -> str:
         line += ": " + "; ".join(arms)
     if treatments:
         line += f". Treatments, gain over {refs or 'the baseline'}: " + "; ".join(treatments)
-    if status != "passed":
+    if status != "passed" or control.get("underpowered"):
         line += f". {control.get('reason') or ''}: the comparisons of the models marked ✗ cannot be read"
         if losses:
             line += ", nor those of the treatments on their datasets"
