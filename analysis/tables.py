@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.report import save_figure  # noqa: E402
 from concrete_jungle.evaluation.paired import holm, mcnemar_mde, paired_bootstrap_ci, paired_comparison  # noqa: E402
-from concrete_jungle.evaluation.positive_control import has_control_arms  # noqa: E402
+from concrete_jungle.evaluation.positive_control import failed_models, has_control_arms  # noqa: E402
 from concrete_jungle.evaluation.positive_control import verdict as pc_verdict  # noqa: E402
 from concrete_jungle.evaluation.sugarcrepe import SUGARCREPE_SUBSETS  # noqa: E402
 from concrete_jungle.io import read_json  # noqa: E402
@@ -646,11 +646,12 @@ def positive_control_markdown(control: Mapping) -> str:
     head = {"passed": "**PASSED**", "failed": "**FAILED**", "underpowered": "**UNDERPOWERED**"}.get(
         status, "**NOT MEASURED**")
     arms = has_control_arms(control)
-    unread = ("The comparisons of a model whose dataset's control arm did not pass cannot be read (marked ✗): "
+    unread = ("The comparisons of a model whose dataset's control arm did not pass (✗ or underpowered) cannot be "
+              "read: "
               if arms else "The comparisons of a model that fails it cannot be read (marked ✗): ")
     lines = ["## Positive control", "",
              f"{head}: {crit.get('rule', 'no criterion recorded')}. "
-             + ("Every comparison below can be read." if status == "passed" and not control.get("underpowered") else
+             + ("Every comparison below can be read." if status == "passed" and not failed_models(control) else
                 f"{control.get('reason') or ''}. {unread}"
                 "a null result there cannot be told from an instrument that cannot see."), ""]
     models = control.get("models") or {}

@@ -26,11 +26,10 @@ baseline's errors (``headroom_share * (100 - baseline accuracy)``) when that is 
 leaves no room for +10 points.
 
 **Underpowered** (docs/instrument.md, "Decision: a control arm that cannot be decided"). A comparison that misses
-its required gain *fails* only if it could have seen it: when the required gain is below the comparison's minimal
-detectable effect (at level ``alpha`` and ``power``, for its n and discordance), a model that meets the requirement
-would be missed more than ``1 - power`` of the time, so the miss is read as **underpowered** — neither passed nor
-failed. Each verdict is ``passed`` (every direction against every baseline passes), ``failed`` (some direction
-misses a gain it could have detected) or ``underpowered`` (the rest). The **study passes** when no control arm
+its required gain *fails* only when its data exclude that gain: the upper end of the gain's bootstrap CI lies below
+the required gain. A miss whose CI still holds the required gain (neither reached with p < ``alpha`` nor ruled out)
+is **underpowered** — neither passed nor failed. Each verdict is ``passed`` (every direction against every
+baseline passes), ``failed`` (some direction rules the required gain out) or ``underpowered`` (the rest). The **study passes** when no control arm
 failed or went unmeasured and at least one passed; when every arm is underpowered its status is ``underpowered``.
 Every comparison of a model on a dataset whose control arm did not pass (failed, underpowered or unmeasured) cannot
 be read (the report marks them, :func:`failed_models`).
@@ -84,8 +83,8 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
         ``{"n", "accuracy_pct", "reference_accuracy_pct", "gain_points", "required_gain_points", "ci_points": [low,
         high], "mcnemar_p", "mde_points", "only_model", "only_reference", "passed", "verdict"}``: accuracies in %,
         gain / required gain / CI / MDE in points (the MDE at level ``alpha`` and ``power`` for this n and
-        discordance), every number finite; ``verdict`` ``passed``, else ``underpowered`` when the required gain is
-        below the MDE (the comparison could not have seen it), else ``failed``.
+        discordance), every number finite; ``verdict`` ``passed``, else ``failed`` when the CI's upper end is
+        below the required gain (the data rule it out), else ``underpowered`` (the CI still holds it).
 
     Raises:
         ValueError: the two cover different pairs, or no pair (as :func:`paired_comparison`).
@@ -107,7 +106,7 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
             "mcnemar_p": c["mcnemar_p"],
             "mde_points": 100 * mde, "only_model": c["only_a"], "only_reference": c["only_b"],
             "passed": passed,
-            "verdict": "passed" if passed else "underpowered" if need_n / n < 100 * mde else "failed"}
+            "verdict": "passed" if passed else "failed" if 100 * ci["high"] < need_n / n - 1e-9 else "underpowered"}
 
 
 def read_heldout_verdicts(verdicts_dir: str | os.PathLike, label: str) -> dict[str, dict[str, dict[str, bool]]] | None:
@@ -169,8 +168,8 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                  "confidence_level": float(confidence_level),
                  "rule": f"the control arm of each ConcreteBatch (its {losses} fine-tune) beats every baseline on "
                          f"the held-out pairs of its own ConcreteBatch by >= {min_gain:g} points{share} with "
-                         f"McNemar p < {alpha:g}, in I2T and T2I; a miss where the required gain is below the "
-                         f"comparison's MDE at {100 * power:g} % power is underpowered, not failed"}
+                         f"McNemar p < {alpha:g}, in I2T and T2I; a miss whose {100 * confidence_level:g} % CI "
+                         f"still holds the required gain is underpowered, not failed"}
     out: dict = {"criterion": criterion, "models": {}}
     for label in models:
         if "-" not in label:
@@ -239,8 +238,8 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                 "reason": "; ".join(f"{lab}: {out['models'][lab]['reason']}" for lab in by["unmeasured"])}
     if by["failed"]:
         return {**out, "passed": False, "status": "failed",
-                "reason": f"{len(by['failed'])} of {len(arms)} control arms did not pass"
-                          + (f" ({weak})" if weak else "")}
+                "reason": f"{len(by['failed'])} of {len(arms)} control arms failed"
+                          + (f"; {weak}" if weak else "")}
     if not by["passed"]:
         return {**out, "passed": False, "status": "underpowered",
                 "reason": f"no control arm could be decided: {weak}"}
@@ -249,14 +248,14 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
 
 
 def _underpowered_reason(entry: Mapping) -> str:
-    """Why an arm is underpowered, e.g. ``is underpowered vs clip: needs 5.8 / 6.1 points, MDE 6.6 / 7.1 (reference
-    at 88.4 / 87.7 %)``."""
+    """Why an arm is underpowered, e.g. ``is underpowered vs clip: gain +3.5 / +3.2 points, CI [+0.3, +6.5] / [+0.6,
+    +6.1] holds the required 5.3 / 4.0``."""
     parts = []
     for ref, row in entry["vs"].items():
         ds = [d for d in ("i2t", "t2i") if d in row]
-        parts.append(f"vs {ref}: needs {' / '.join(format(row[d]['required_gain_points'], '.1f') for d in ds)} "
-                     f"points, MDE {' / '.join(format(row[d]['mde_points'], '.1f') for d in ds)} (reference at "
-                     f"{' / '.join(format(row[d]['reference_accuracy_pct'], '.1f') for d in ds)} %)")
+        ci = " / ".join(f"[{row[d]['ci_points'][0]:+.1f}, {row[d]['ci_points'][1]:+.1f}]" for d in ds)
+        parts.append(f"vs {ref}: gain {' / '.join(format(row[d]['gain_points'], '+.1f') for d in ds)} points, CI {ci} "
+                     f"holds the required {' / '.join(format(row[d]['required_gain_points'], '.1f') for d in ds)}")
     return "is underpowered " + "; ".join(parts)
 
 
@@ -345,8 +344,9 @@ def summary_line(control: Mapping) -> str:
         line += ": " + "; ".join(arms)
     if treatments:
         line += f". Treatments, gain over {refs or 'the baseline'}: " + "; ".join(treatments)
-    if status != "passed" or control.get("underpowered"):
-        line += f". {control.get('reason') or ''}: the comparisons of the models marked ✗ cannot be read"
+    if status != "passed" or failed_models(control):
+        why = control.get("reason") or "not every dataset has a passing control arm"
+        line += f". {why}: the comparisons of the models marked ✗ cannot be read"
         if losses:
             line += ", nor those of the treatments on their datasets"
     return line
