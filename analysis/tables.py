@@ -639,7 +639,7 @@ def positive_control_markdown(control: Mapping) -> str:
     positive_control`): the verdict first, then a row per (hard-negative fine-tune, baseline, direction, keyword
     type or all pairs) with the model's role (control arm or treatment), n, both accuracies (%), the gain and its CI,
     the required gain (points), McNemar p, MDE (points) and whether the row meets the criterion (✓, ✗, or
-    "underpowered": the required gain is below the MDE). Files written before control arms (no ``role``) show every
+    "underpowered": missed, with the required gain still inside the gain's bootstrap CI). Files written before control arms (no ``role``) show every
     model as a control arm. Returns Markdown ending with a newline."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")

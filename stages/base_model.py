@@ -21,7 +21,7 @@ def train_base_model(params: Params) -> dict:
     from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.build import build_model
     from concrete_jungle.models.checkpoints import save_checkpoint
-    from concrete_jungle.models.trunk_cache import head_on_trunk_maps, training_preprocess
+    from concrete_jungle.models.trunk_cache import fill_trunk_maps, head_on_trunk_maps, training_preprocess
     from concrete_jungle.training import AnchorDataset, train_contrastive
 
     bp = params.base_model
@@ -41,6 +41,8 @@ def train_base_model(params: Params) -> dict:
     # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
     preprocess, trunk_maps = training_preprocess(bundle, bp.augment, cache)
     ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed, cache=cache)
+    if trunk_maps:  # in batches before the loop (docs/instrument.md H18)
+        fill_trunk_maps(ds, bundle.model, bundle.preprocess_val)
     with head_on_trunk_maps(bundle.model) if trunk_maps else contextlib.nullcontext():
         result = train_contrastive(bundle, ds, ClipLoss(), bp, seed=params.seed, live_dir=live_dir,
                                    checkpoint_path=ckpt, params_dump=read, save_checkpoint=save_checkpoint,

@@ -33,13 +33,14 @@ def train_family(params: Params, family: str) -> dict:
     """
     from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.checkpoints import load_model, save_checkpoint
-    from concrete_jungle.models.trunk_cache import head_on_trunk_maps, training_preprocess
+    from concrete_jungle.models.trunk_cache import fill_trunk_maps, head_on_trunk_maps, training_preprocess
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
     tp = params.train
     # the decoded-input cache pays off over epochs in one process; DataLoader workers would each hold a copy
     cache = not tp.augment and tp.num_workers == 0
     out = {}
+    maps: dict = {}  # locked-trunk maps shared by the members (one base trunk, the same anchors)
     summary_file = params.metrics_dir / "train" / f"{family}.json"
     clear_outputs(summary_file)
     for label in family_members(params, family):
@@ -56,6 +57,8 @@ def train_family(params: Params, family: str) -> dict:
             records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
             ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption="anchor", seed=params.seed,
                                cache=cache)
+        if trunk_maps:  # in batches before the loop, each image once per process (docs/instrument.md H18)
+            fill_trunk_maps(ds, bundle.model, bundle.preprocess_val, maps)
         curve = _curve(params, bundle, label, family in HARD_NEGATIVE_LOSSES)
         with head_on_trunk_maps(bundle.model) if trunk_maps else contextlib.nullcontext():
             out[label] = train_contrastive(

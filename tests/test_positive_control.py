@@ -102,7 +102,8 @@ def test_positive_control_verdicts_per_model_and_study():
     md = positive_control_markdown(fail)
     assert md.startswith("## Positive control\n\n**UNDERPOWERED**: the control arm of each ConcreteBatch (its "
                          "infonce fine-tune) beats every baseline")
-    row = next(line for line in md.splitlines() if line.startswith("| **hc-cement** | treatment | clip | hc all | I2T |"))
+    head = "| **hc-cement** | treatment | clip | hc all | I2T |"
+    row = next(line for line in md.splitlines() if line.startswith(head))
     assert "| 20 | 100.0 | 25.0 | +75.0 |" in row and "| 10.0 |" in row and row.endswith("| ✓ |")
     assert "| hc-infonce | control | | | | | | | | | | | | **UNDERPOWERED** |" in md
     assert "| hc-cement | treatment | | | | | | | | | | | | **beats the reference** |" in md
@@ -117,7 +118,9 @@ def test_positive_control_verdicts_per_model_and_study():
     assert summary_line(out).startswith("**PASSED**") and "✗" not in summary_line(out)
     # a file written before control arms and verdicts (no role, no verdict; a pending re-run's results) keeps its
     # own reading: each model its own arm, judged by `passed`
-    strip = lambda d: {k: strip(v) for k, v in d.items() if k not in ("role", "verdict")} if isinstance(d, dict) else d  # noqa: E731
+    def strip(d):
+        return {k: strip(v) for k, v in d.items() if k not in ("role", "verdict")} if isinstance(d, dict) else d
+
     old = {**{k: v for k, v in strip(fail).items() if k != "underpowered"}, "status": "failed",
            "reason": "1 of 1 models did not pass",
            "criterion": {k: v for k, v in fail["criterion"].items() if k not in ("control_losses", "headroom_share")}}
@@ -134,8 +137,10 @@ def test_positive_control_headroom_and_no_control_arm():
     clip = {i: k < 360 for k, i in enumerate(ids)}
     fixes20 = {i: k < 380 for k, i in enumerate(ids)}  # +20 pairs, none lost: +5.0 points, p = 2 * 0.5 ** 20
     fixes19 = {i: k < 379 for k, i in enumerate(ids)}  # +4.75 points
-    run = lambda m, **kw: positive_control(items, {"hc-infonce": {"i2t": {"hc": m}}, "clip": {"i2t": {"hc": clip}}},  # noqa: E731
-                                           ["hc-infonce"], ["clip"], n_resamples=50, **kw)
+    def run(m, **kw):
+        return positive_control(items, {"hc-infonce": {"i2t": {"hc": m}}, "clip": {"i2t": {"hc": clip}}},
+                                ["hc-infonce"], ["clip"], n_resamples=50, **kw)
+
     st = run(fixes20)["models"]["hc-infonce"]["vs"]["clip"]["i2t"]
     assert st["required_gain_points"] == pytest.approx(5.0) and st["gain_points"] == pytest.approx(5.0)
     assert st["mcnemar_p"] == pytest.approx(2 * 0.5 ** 20) and st["passed"]
@@ -255,7 +260,8 @@ def test_underpowered_is_neither_passed_nor_failed():
     hc = out["models"]["hc-infonce"]
     assert (hc["verdict"], hc["passed"], hc["vs"]["clip"]["verdict"]) == ("underpowered", False, "underpowered")
     lo, hi = hc["vs"]["clip"]["i2t"]["ci_points"]
-    assert hc["reason"] == f"is underpowered vs clip: gain +3.2 points, CI [{lo:+.1f}, {hi:+.1f}] holds the required 5.8"
+    assert hc["reason"] == (f"is underpowered vs clip: gain +3.2 points, CI [{lo:+.1f}, {hi:+.1f}] holds the "
+                            "required 5.8")
     assert out["reason"] == "passed on lc-infonce; hc-infonce " + hc["reason"]
     assert failed_models(out) == {"hc-infonce": "the positive control was underpowered",
                                   "hc-cement": "its dataset's control arm hc-infonce underpowered"}

@@ -95,3 +95,42 @@ def test_a_training_step_over_cached_maps_is_the_step_over_pixels(attn):
     assert not any(k.startswith("visual.trunk") for k in moved)  # locked
     for k in moved:
         torch.testing.assert_close(maps[k], pix[k], atol=1e-4, rtol=1e-3)
+
+
+def test_fill_trunk_maps_batches_shares_between_members_and_equals_the_per_image_maps(attn, tmp_path):
+    """A family's second member computes only the maps of its own new images; every cached item is the map that the
+    one-image-at-a-time transform gives (to float rounding); a dataset without a cache is refused."""
+    from concrete_jungle.datasets import AnchorDataset, ConcreteBatchDataset
+    from concrete_jungle.models.trunk_cache import fill_trunk_maps
+
+    paths = []
+    for i, im in enumerate(IMAGES):
+        paths.append(str(tmp_path / f"{i}.png"))
+        im.save(paths[-1])
+    transform = trunk_map_transform(attn.model, attn.preprocess_val)
+    anchors = [{"image": paths[i], "anchor": TEXTS[i], "captions": [TEXTS[i]]} for i in (0, 2)]
+    batch = [{"image": paths[i], "caption": TEXTS[i], "negative_caption": TEXTS[i + 1], "c_i": 4.5,
+              "negative_image": paths[i + 1]} for i in (0, 2)]
+    seen = []
+    hook = attn.model.visual.trunk.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[0]))
+    try:
+        first = AnchorDataset(anchors, transform, attn.tokenizer, caption="anchor")
+        maps = fill_trunk_maps(first, attn.model, attn.preprocess_val, batch_size=64)
+        assert seen == [2] and sorted(maps) == [paths[0], paths[2]]
+        second = ConcreteBatchDataset(batch, transform, attn.tokenizer)
+        assert fill_trunk_maps(second, attn.model, attn.preprocess_val, maps, batch_size=1) is maps
+        assert seen == [2, 1, 1]  # only images 1 and 3 were new, one at a time
+        items = [second[0][0], second[0][2], second[1][0], second[1][2]]
+        assert seen == [2, 1, 1]  # read from the cache, never through the transform
+    finally:
+        hook.remove()
+    for path, item in zip(paths, items):
+        assert item.shape == (1280, 2, 2)
+        torch.testing.assert_close(item, transform(Image.open(path).convert("RGB")), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="differs from the cached"):
+        second.prefill_images({paths[0]: torch.zeros(3)})
+    with pytest.raises(ValueError, match="cache=False"):
+        fill_trunk_maps(AnchorDataset(anchors, transform, attn.tokenizer, cache=False), attn.model,
+                        attn.preprocess_val)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        fill_trunk_maps(first, attn.model, attn.preprocess_val, batch_size=0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +54,33 @@ class _CachedInputs:
         self._tokens: torch.Tensor | None = None
         self._image_done = torch.zeros(len(self._image_row), dtype=torch.bool)
         self._text_done = torch.zeros(len(self._text_row), dtype=torch.bool)
+
+    def image_paths(self) -> list[str]:
+        """The dataset's distinct image files, in first-use order."""
+        return list(self._image_row)
+
+    def prefill_images(self, items: Mapping[str, torch.Tensor]) -> None:
+        """Put precomputed items (``{path: tensor}``, each what ``preprocess(load_rgb(path))`` returns, e.g. a
+        locked trunk's map: :func:`~concrete_jungle.models.trunk_cache.fill_trunk_maps`) into the decoded-input
+        cache; paths the dataset does not use are ignored, paths not given are decoded on first use as before.
+
+        Raises:
+            ValueError: the dataset has no cache (``cache=False``), or an item's shape or dtype differs from the
+                others'.
+        """
+        if not self.cache:
+            raise ValueError("prefill_images: the dataset was built with cache=False")
+        for path, x in items.items():
+            row = self._image_row.get(path)
+            if row is None:
+                continue
+            if self._images is None:
+                self._images = torch.empty((len(self._image_row), *x.shape), dtype=x.dtype)
+            elif x.shape != self._images.shape[1:] or x.dtype != self._images.dtype:
+                raise ValueError(f"prefill_images: {path}: item {tuple(x.shape)} {x.dtype} differs from the cached "
+                                 f"{tuple(self._images.shape[1:])} {self._images.dtype}")
+            self._images[row] = x
+            self._image_done[row] = True
 
     def _image(self, path: str) -> torch.Tensor:
         if not self.cache or path not in self._image_row:

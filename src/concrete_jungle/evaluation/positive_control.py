@@ -29,10 +29,10 @@ leaves no room for +10 points.
 its required gain *fails* only when its data exclude that gain: the upper end of the gain's bootstrap CI lies below
 the required gain. A miss whose CI still holds the required gain (neither reached with p < ``alpha`` nor ruled out)
 is **underpowered** — neither passed nor failed. Each verdict is ``passed`` (every direction against every
-baseline passes), ``failed`` (some direction rules the required gain out) or ``underpowered`` (the rest). The **study passes** when no control arm
-failed or went unmeasured and at least one passed; when every arm is underpowered its status is ``underpowered``.
-Every comparison of a model on a dataset whose control arm did not pass (failed, underpowered or unmeasured) cannot
-be read (the report marks them, :func:`failed_models`).
+baseline passes), ``failed`` (some direction rules the required gain out) or ``underpowered`` (the rest).
+The **study passes** when no control arm failed or went unmeasured and at least one passed; when every arm is
+underpowered its status is ``underpowered``. Every comparison of a model on a dataset whose control arm did not
+pass (failed, underpowered or unmeasured) cannot be read (the report marks them, :func:`failed_models`).
 
 Inputs: the prepared held-out suite (``items.json``: ``{dataset: [pair with anchor_id, type]}``) and the verdict
 files of ``score_heldout`` (``{"verdicts": {dataset: {anchor_id: bool (I2T)}}, "t2i": {...}}``).
@@ -252,10 +252,10 @@ def _underpowered_reason(entry: Mapping) -> str:
     +6.1] holds the required 5.3 / 4.0``."""
     parts = []
     for ref, row in entry["vs"].items():
-        ds = [d for d in ("i2t", "t2i") if d in row]
-        ci = " / ".join(f"[{row[d]['ci_points'][0]:+.1f}, {row[d]['ci_points'][1]:+.1f}]" for d in ds)
-        parts.append(f"vs {ref}: gain {' / '.join(format(row[d]['gain_points'], '+.1f') for d in ds)} points, CI {ci} "
-                     f"holds the required {' / '.join(format(row[d]['required_gain_points'], '.1f') for d in ds)}")
+        ci = " / ".join(f"[{row[d]['ci_points'][0]:+.1f}, {row[d]['ci_points'][1]:+.1f}]"
+                        for d in ("i2t", "t2i") if d in row)
+        parts.append(f"vs {ref}: gain {_gains(row)} points, CI {ci} "
+                     f"holds the required {_gains(row, 'required_gain_points', '.1f')}")
     return "is underpowered " + "; ".join(parts)
 
 
