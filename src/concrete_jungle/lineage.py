@@ -108,6 +108,9 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # H17: fix candidate 4 with four times the held-out anchors (about 1,240 D_hc pairs against 310), so that the D_hc
     # control arm's required gain (about 5 points at clip's 89-92 %) is above its MDE and the arm is decided
     "world_effnet_attn_long_h20": ("params.yaml", {**_EFFNET_ATTN_LONG, "corpus.heldout_fraction": 0.2}),
+    # H18's lever 2: fix candidate 4 at batch 64 (800 steps, about 9 passes over a ConcreteBatch): half the cost of a
+    # step, measured on the pipeline's time and its control
+    "world_effnet_attn_long_b64": ("params.yaml", {**_EFFNET_ATTN_LONG, "train.batch_size": 64}),
     # the paper's N = 256 ablation of its N = 1024 setting (GPU)
     "paper_n256": ("pipelines/paper/params.yaml", {"train.batch_size": 256}),
 }
