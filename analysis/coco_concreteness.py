@@ -7,7 +7,12 @@ val2017 image, for D_hc, D_lc and D_wo, and writes:
 * ``metrics/real/concreteness_coco_val2017.json`` — per dataset: mean / median c_i of the kept pairs beside the
   paper's Table 1, share of each type, unique keywords, and the rewriter's acceptance rate with rejections by
   reason;
-* ``reports/real/coco_val2017_rewrites.md`` — ten example rewrites per type (attribute / relation / object).
+* ``reports/real/coco_val2017_rewrites.md`` — ten example rewrites per type (attribute / relation / object);
+* with ``pairs_dir``, ``<pairs_dir>/<d>.jsonl``: every kept rewrite (the ConcreteBatch records, text only), for the
+  text-side held-out pairs of the positive control (:func:`concrete_jungle.evaluation.heldout.coco_text_pairs`).
+
+Datasets: D_hc, D_lc and D_wo (Table 1), then any other dataset of ``concreteplant.datasets`` (the type-matched
+ones, no paper figure).
 
 The ``text_side`` stage of the real pipeline runs it (``stages/text_side.py``); by hand:
 ``python analysis/coco_concreteness.py [--captions PATH] [--max-anchors N]``.
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from concrete_jungle.concreteplant.pipeline import run_concreteplant
 from concrete_jungle.corpus.loaders import select_anchor
-from concrete_jungle.io import atomic_write, read_json, write_metrics
+from concrete_jungle.io import atomic_write, read_json, write_jsonl, write_metrics
 from concrete_jungle.params import load_params
 
 __all__ = ["PAPER_TABLE1", "coco_anchor_records", "run"]
@@ -62,7 +67,8 @@ def _acceptance(stats: dict) -> dict:
 
 def run(captions_json: str | Path, params, max_anchors: int | None = None,
         metrics_path: str | Path = "metrics/real/concreteness_coco_val2017.json",
-        examples_path: str | Path = "reports/real/coco_val2017_rewrites.md") -> dict:
+        examples_path: str | Path = "reports/real/coco_val2017_rewrites.md",
+        pairs_dir: str | Path | None = None) -> dict:
     """Run the text side of ConcretePlant on COCO captions and write the metrics and example files.
 
     Args:
@@ -70,6 +76,7 @@ def run(captions_json: str | Path, params, max_anchors: int | None = None,
         params: the profile's :class:`~concrete_jungle.params.Params` (its ``concreteplant`` section and seed),
             or the path of its params file; images are never read (``image_negatives: none``).
         max_anchors: the first N images only (None = all).
+        pairs_dir: where to write each dataset's kept rewrites (``<d>.jsonl``); None: not written.
 
     Raises:
         FileNotFoundError: if ``captions_json`` does not exist.
@@ -77,17 +84,19 @@ def run(captions_json: str | Path, params, max_anchors: int | None = None,
     if not hasattr(params, "concreteplant"):
         params = load_params(params)
     params = params.model_copy(update={"concreteplant": params.concreteplant.model_copy(
-        update={"image_negatives": "none", "max_anchors": max_anchors})})
+        update={"image_negatives": "none", "max_anchors": max_anchors, "shard_index": 0, "shard_count": 1})})
     records = coco_anchor_records(captions_json)
     result = {"captions": str(captions_json), "n_anchors": min(len(records), max_anchors or len(records)),
               "rewriter": params.concreteplant.rewriter.backend, "datasets": {}}
     batches = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for ds in ("hc", "lc", "wo"):
+        for ds in dict.fromkeys(("hc", "lc", "wo", *params.concreteplant.datasets)):
             batch, stats = run_concreteplant(records, ds, params.concreteplant, params.world,
                                              Path(tmp) / "cp" / ds, seed=params.seed)
             batches[ds] = batch
-            paper_mean, paper_median = PAPER_TABLE1[ds]
+            if pairs_dir is not None:
+                write_jsonl(Path(pairs_dir) / f"{ds}.jsonl", batch)
+            paper_mean, paper_median = PAPER_TABLE1.get(ds, (None, None))
             result["datasets"][ds] = {
                 "mean_c": stats["mean_c"], "median_c": stats["median_c"],
                 "paper_mean_c": paper_mean, "paper_median_c": paper_median,
@@ -102,7 +111,7 @@ def run(captions_json: str | Path, params, max_anchors: int | None = None,
 def _write_examples(batches: dict[str, list[dict]], path: str | Path, seed: int, per_type: int = 10) -> None:
     rng = random.Random(seed)
     lines = ["# ConcretePlant rewrites on COCO val2017 (ten per type)", "",
-             "Drawn at random (seed {}) from D_hc, D_lc and D_wo; keyword concreteness c_i is Brysbaert (1-5).".format(
+             "Drawn at random (seed {}) from every dataset; keyword concreteness c_i is Brysbaert (1-5).".format(
                  seed), ""]
     for t in ("attribute", "relation", "object"):
         pool = [(ds, r) for ds, b in batches.items() for r in b if r["type"] == t]

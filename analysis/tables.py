@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.report import save_figure  # noqa: E402
 from concrete_jungle.evaluation.paired import holm, mcnemar_mde, paired_bootstrap_ci, paired_comparison  # noqa: E402
-from concrete_jungle.evaluation.positive_control import failed_models, has_control_arms  # noqa: E402
+from concrete_jungle.evaluation.positive_control import DIRECTIONS, failed_models, has_control_arms  # noqa: E402
 from concrete_jungle.evaluation.positive_control import verdict as pc_verdict  # noqa: E402
 from concrete_jungle.evaluation.sugarcrepe import SUGARCREPE_SUBSETS  # noqa: E402
 from concrete_jungle.io import read_json  # noqa: E402
@@ -634,13 +634,21 @@ def _reading(model: str, ref: str, ci: Mapping, p_adj: float, alpha: float, mde:
     return f"none detectable (MDE {mde:.1f})"
 
 
-def positive_control_markdown(control: Mapping) -> str:
+def positive_control_markdown(control: Mapping, heading: str = "## Positive control") -> str:
     """The positive control section (``metrics/<p>/positive_control.json``, :mod:`concrete_jungle.evaluation.
     positive_control`): the verdict first, then a row per (hard-negative fine-tune, baseline, direction, keyword
     type or all pairs) with the model's role (control arm or treatment), n, both accuracies (%), the gain and its CI,
     the required gain (points), McNemar p, MDE (points) and whether the row meets the criterion (✓, ✗, or
-    "underpowered": missed, with the required gain still inside the gain's bootstrap CI). Files written before control arms (no ``role``) show every
-    model as a control arm. Returns Markdown ending with a newline."""
+    "underpowered": missed, with the required gain still inside the gain's bootstrap CI); then the file's
+    ``text_side`` block (text-side pairs, TOT), if any, as a subsection of its own. Files written before control
+    arms (no ``role``) show every model as a control arm. Returns Markdown ending with a newline."""
+    text = control.get("text_side")
+    body = _control_section(control, heading, bool(text))
+    return body if not text else body + "\n" + _control_section(text, "### Text-side pairs (TOT)", False)
+
+
+def _control_section(control: Mapping, heading: str, with_text: bool) -> str:
+    """One block of :func:`positive_control_markdown`."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
     head = {"passed": "**PASSED**", "failed": "**FAILED**", "underpowered": "**UNDERPOWERED**"}.get(
@@ -649,11 +657,14 @@ def positive_control_markdown(control: Mapping) -> str:
     unread = ("The comparisons of a model whose dataset's control arm did not pass (✗ or underpowered) cannot be "
               "read: "
               if arms else "The comparisons of a model that fails it cannot be read (marked ✗): ")
-    lines = ["## Positive control", "",
+    readable = status == "passed" and not failed_models(control)
+    rescue = (" A dataset whose control arm is underpowered or unmeasured here but passes on its text-side pairs "
+              "(below) can be read." if with_text else "")
+    lines = [heading, "",
              f"{head}: {crit.get('rule', 'no criterion recorded')}. "
-             + ("Every comparison below can be read." if status == "passed" and not failed_models(control) else
+             + ("Every comparison below can be read." if readable else
                 f"{control.get('reason') or ''}. {unread}"
-                "a null result there cannot be told from an instrument that cannot see."), ""]
+                "a null result there cannot be told from an instrument that cannot see." + rescue), ""]
     models = control.get("models") or {}
     if not models:
         return "\n".join(lines) + "\n"
@@ -663,11 +674,16 @@ def positive_control_markdown(control: Mapping) -> str:
         f", or {share:g} of the reference's errors where that is less)" if share is not None else ")")
     roles = (" A **control** arm is the fine-tune whose verdict the study needs; a **treatment** is compared against "
              "its dataset's control arm, its gain over the reference shown for reading, not judged." if arms else "")
-    lines += [f"Held-out pairs of the model's own ConcreteBatch (anchors never trained on). Gain = model − reference "
+    pairs = ("Text-side pairs of the model's own ConcreteBatch (captions of images no model trained on; TOT: a "
+             "second caption of the image closer to the anchor caption than to its rewrite)"
+             if crit.get("pairs") == "text-side" else
+             "Held-out pairs of the model's own ConcreteBatch (anchors never trained on)")
+    rows = "TOT rows" if crit.get("pairs") == "text-side" else "I2T and T2I rows"
+    lines += [f"{pairs}. Gain = model − reference "
               f"in points, paired; {level} CI = percentile bootstrap over pairs "
               f"({crit.get('bootstrap_resamples', '?')} resamples); MDE at α = {crit.get('alpha', '?')} and "
               f"{100 * crit.get('power', 0.8):g} % power. ✓ = gain ≥ {need} "
-              f"with McNemar p < {crit.get('alpha', '?')}; a model passes on its I2T and T2I rows over all pairs."
+              f"with McNemar p < {crit.get('alpha', '?')}; a model passes on its {rows} over all pairs."
               + roles, "",
               "| model | role | vs | pairs | direction | n | model acc. (%) | reference acc. (%) | gain (points) "
               "| CI (points) | needs (points) | McNemar p | MDE (points) | meets |",
@@ -683,7 +699,7 @@ def positive_control_markdown(control: Mapping) -> str:
             groups = [("all", row)] + [(t, row["by_type"][t]) for t in ("attribute", "relation", "object")
                                        if t in row.get("by_type", {})]
             for group, stats in groups:
-                for direction in ("i2t", "t2i"):
+                for direction in DIRECTIONS:
                     st = stats.get(direction)
                     if not st:
                         continue

@@ -4,7 +4,8 @@ paper Table 1's mean / median c_i), then the D_lc concreteness variants that exp
 here than in the paper.
 
 Writes ``metrics/<p>/concreteness_coco_val2017.json``, ``reports/<p>/coco_val2017_rewrites.md`` (ten example
-rewrites per type) and ``metrics/<p>/lc_concreteness.json``.
+rewrites per type), ``metrics/<p>/lc_concreteness.json`` and ``data/<p>/text_side/<d>.jsonl`` (every kept rewrite of
+each dataset: the text-side held-out pairs of ``prepare_heldout``).
 """
 
 from concrete_jungle.cli import run_stage
@@ -26,8 +27,11 @@ def text_side(params: Params) -> dict:
     if cfg.captions is None:
         raise ValueError("text_side.captions is null: this profile has no text-side check")
     metrics = params.metrics_dir / "concreteness_coco_val2017.json"
+    from concrete_jungle.cli import fresh_dir
+
     side = run_text_side(cfg.captions, params, cfg.max_anchors, metrics_path=metrics,
-                         examples_path=params.reports_dir / "coco_val2017_rewrites.md")
+                         examples_path=params.reports_dir / "coco_val2017_rewrites.md",
+                         pairs_dir=fresh_dir(params.data_dir / "text_side"))
     lc = run_lc_variants(cfg.captions, params, cfg.max_anchors, out=params.metrics_dir / "lc_concreteness.json",
                          accepted_metrics=metrics)
     return {"datasets": {d: {k: v[k] for k in ("mean_c", "median_c")} for d, v in side["datasets"].items()},

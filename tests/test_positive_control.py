@@ -290,3 +290,51 @@ def test_underpowered_is_neither_passed_nor_failed():
     orphan = positive_control(items, {**verdicts, "lc-cement": {"i2t": {"lc": lc_m}}}, ["hc-infonce", "lc-cement"],
                               ["clip"], n_resamples=200)
     assert failed_models(orphan)["lc-cement"] == "no control arm on lc"
+
+
+def test_text_side_block_judges_tot_and_decides_an_underpowered_arm(tmp_path):
+    # the held-out image pairs: 20, the arm +10 points on 2 discordant pairs in T2I (underpowered, as above)
+    items = _items(images=True)
+    ids = _ids(items)
+    clip = {i: i in ("a0", "a1", "r0", "r1", "r2") for i in ids}
+    weak = {i: clip[i] or i in ("a2", "a3") for i in ids}
+    strong = {i: True for i in ids}
+    main = positive_control(items, {"hc-infonce": {"i2t": {"hc": strong}, "t2i": {"hc": weak}},
+                                    "clip": {"i2t": {"hc": clip}, "t2i": {"hc": clip}}},
+                            ["hc-infonce"], ["clip"], n_resamples=200)
+    assert main["status"] == "underpowered" and failed_models(main) == {
+        "hc-infonce": "the positive control was underpowered"}
+    # the text-side pairs: 400, clip right on 200, the arm on 300 (+25 points, 100 discordant one way): TOT only
+    text = {"hc": [{"anchor_id": f"t{i}", "type": "object" if i % 2 else "attribute", "positive_caption": "p"}
+                   for i in range(400)]}
+    tids = _ids(text)
+    tclip = {i: k < 200 for k, i in enumerate(tids)}
+    tarm = {i: k < 300 for k, i in enumerate(tids)}
+    side = positive_control(text, {"hc-infonce": {"tot": {"hc": tarm}}, "clip": {"tot": {"hc": tclip}}},
+                            ["hc-infonce"], ["clip"], n_resamples=200)
+    row = side["models"]["hc-infonce"]["vs"]["clip"]
+    assert set(row) == {"tot", "by_type", "verdict", "passed"} and row["tot"]["gain_points"] == pytest.approx(25.0)
+    assert row["tot"]["mcnemar_p"] == pytest.approx(2 * 0.5 ** 100) and side["status"] == "passed"
+    assert side["criterion"]["pairs"] == "text-side" and "in TOT" in side["criterion"]["rule"]
+    both = {**main, "text_side": side}
+    assert failed_models(both) == {}  # underpowered on 20 image pairs, passed on 400 text-side pairs: readable
+    line = summary_line(both)
+    assert ". Text-side pairs (TOT): **PASSED** (control arms: the infonce fine-tune of each ConcreteBatch; gain " \
+           "over clip on the model's own text-side pairs, TOT in points, needs >= 10" in line
+    assert "hc-infonce +25.0 (needs 10.0, MDE " in line and "unless the text-side pairs below pass" in line
+    md = positive_control_markdown(both)
+    assert "\n### Text-side pairs (TOT)\n\n**PASSED**" in md and "| **hc-infonce** | control | clip | hc all | TOT | 400 |" in md
+    # an arm that *failed* on the image pairs is not rescued by the text side
+    failed = {**main, "status": "failed", "models": {"hc-infonce": {**main["models"]["hc-infonce"],
+                                                                    "verdict": "failed", "passed": False}}}
+    assert failed_models({**failed, "text_side": side}) == {"hc-infonce": "the positive control failed"}
+    # a text side that does not pass rescues nothing
+    flat = positive_control(text, {"hc-infonce": {"tot": {"hc": tclip}}, "clip": {"tot": {"hc": tclip}}},
+                            ["hc-infonce"], ["clip"], n_resamples=200)
+    assert flat["status"] == "failed" and failed_models({**main, "text_side": flat}) == failed_models(main)
+    # the verdict files of the text side read as TOT
+    (tmp_path / "clip.json").write_text(json.dumps({"suite": "heldout_text", "verdicts": {"hc": {"t0": True}}}))
+    assert read_heldout_verdicts(tmp_path, "clip") == {"tot": {"hc": {"t0": True}}}
+    (tmp_path / "odd.json").write_text(json.dumps({"suite": "winoground", "verdicts": {}}))
+    with pytest.raises(ValueError, match="odd.json: verdicts of suite 'winoground'"):
+        read_heldout_verdicts(tmp_path, "odd")

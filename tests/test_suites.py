@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from concrete_jungle.corpus.splits import assign_splits, is_heldout, training_records
-from concrete_jungle.evaluation.heldout import bin_label, heldout_verdicts, prepare_heldout, score_heldout
+from concrete_jungle.evaluation.heldout import (TEXT_ITEMS, bin_label, coco_text_pairs, heldout_verdicts,
+                                                prepare_heldout, score_heldout, score_heldout_text, text_verdicts)
 from concrete_jungle.evaluation.suite import EmbeddingCache, read_suite, suite_result, unavailable, write_suite
 from concrete_jungle.grid import family_members, family_of, member_path, model_dir, train_metrics_dir
+from concrete_jungle.io import read_jsonl
 from concrete_jungle.params import load_params
 
 
@@ -111,6 +113,99 @@ def test_heldout_verdicts_and_bins_by_hand(tmp_path):
     assert res["verdicts_extra"] == {"t2i": {"hc": {"a": True, "b": False}}}  # written beside I2T for the control
     (folder / "heldout.jsonl").write_text("")
     assert prepare_heldout({"hc": folder}, tmp_path / "empty")["available"] is False
+
+
+def _coco(tmp_path, caps):
+    """A COCO captions file of ``{image_id: [caption, ...]}`` (file names ``<id>.jpg``)."""
+    data = {"images": [{"id": i, "file_name": f"{i}.jpg"} for i in caps],
+            "annotations": [{"image_id": i, "caption": c} for i, cs in caps.items() for c in cs]}
+    path = tmp_path / "captions.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _rewrite(i, caption, neg, typ="attribute", c=4.5, keyword="k"):
+    return {"anchor_id": f"coco_{i}", "image": f"{i}.jpg", "caption": caption, "negative_caption": neg, "type": typ,
+            "c_i": c, "keyword": keyword}
+
+
+def test_coco_text_pairs_exclude_the_corpus_and_take_the_longest_other_caption(tmp_path):
+    caps = {5: ["a dog", "A dog."],  # the only other caption repeats the anchor (case, punctuation): no positive
+            3: ["a red bus on the street", "a bus", "a big red bus parked on a street"],
+            1: ["a man riding a horse", "a horse"],  # in the corpus: trained on
+            2: ["one caption only here"],
+            4: ["a cat on a sofa", "a small cat sleeping on a blue sofa"]}
+    path = _coco(tmp_path, caps)
+    rewrites = {"hc": [_rewrite(3, "a big red bus parked on a street", "a big blue bus parked on a street",
+                                keyword="Red"),
+                       _rewrite(1, "a man riding a horse", "a man riding a cow", "object"),
+                       _rewrite(4, "a small cat sleeping on a blue sofa", "a small cat sleeping on a red sofa",
+                                keyword="blue")]}
+    pairs, stats = coco_text_pairs(path, rewrites, {"1.jpg"})
+    assert [p["anchor_id"] for p in pairs["hc"]] == ["coco_3", "coco_4"]
+    assert pairs["hc"][0] == {"anchor_id": "coco_3", "image": "3.jpg", "caption": "a big red bus parked on a street",
+                              "positive_caption": "a red bus on the street",
+                              "negative_caption": "a big blue bus parked on a street", "type": "attribute",
+                              "c_i": 4.5, "keyword": "Red", "positive_names_keyword": True}
+    assert pairs["hc"][1]["positive_caption"] == "a cat on a sofa"
+    assert pairs["hc"][1]["positive_names_keyword"] is False  # "blue" is not in it
+    assert stats == {"n_images": 2, "skipped": {"in_corpus": 1, "no_second_caption": 2, "beyond_max_pairs": 0}}
+    # the first eligible images in image-id order: id 3 (1 is in the corpus, 2 has one caption), then 4 is beyond
+    one, stats1 = coco_text_pairs(path, rewrites, {"1.jpg"}, max_pairs=1)
+    assert [p["anchor_id"] for p in one["hc"]] == ["coco_3"] and stats1["skipped"]["beyond_max_pairs"] == 1
+    with pytest.raises(ValueError, match="not the longest caption of 4.jpg"):
+        coco_text_pairs(path, {"hc": [_rewrite(4, "a cat on a sofa", "a dog on a sofa")]}, set())
+    with pytest.raises(ValueError, match="image 9.jpg is not in"):
+        coco_text_pairs(path, {"hc": [_rewrite(9, "x", "y")]}, set())
+
+    # the suite: text-side texts listed once each, TOT verdicts by hand
+    folder = tmp_path / "cp" / "hc"
+    folder.mkdir(parents=True)
+    (folder / "heldout.jsonl").write_text("")
+    meta = prepare_heldout({"hc": folder}, tmp_path / "suite", pairs, stats)
+    assert meta["available"] and meta["images"] == [] and meta["n_text_pairs"] == {"hc": 2}
+    assert len(meta["texts"]) == 6 and "a red bus on the street" in meta["texts"]  # anchors, positives, negatives
+    vec = {"a big red bus parked on a street": [1, 0], "a red bus on the street": [1, 0.5],
+           "a big blue bus parked on a street": [0, 1], "a small cat sleeping on a blue sofa": [0, 1],
+           "a cat on a sofa": [1, 0.1], "a small cat sleeping on a red sofa": [1, 0]}
+    cache = EmbeddingCache([], list(vec), np.zeros((0, 2)), np.array(list(vec.values()), float))
+    res = score_heldout_text(tmp_path / "suite", cache, [1, 3, 4, 4.5, 5])
+    # bus: cos(p, t) = 1 > cos(p, t') = 0.5: right; cat: cos(p, t) = 0.1 < cos(p, t') = 1: wrong
+    assert res["verdicts"] == {"hc": {"coco_3": True, "coco_4": False}} and res["n"] == {"hc": 2}
+    assert res["metrics"]["hc"]["tot"] == 0.5 and res["metrics"]["hc"]["by_type"] == {"attribute": {"tot": 0.5, "n": 2}}
+    assert text_verdicts([[1, 0]], [[1, 0]], [[1, 0]]).tolist() == [False]  # a tie is wrong
+    assert score_heldout(tmp_path / "suite", cache, [1, 5])["available"] is False  # no image pair: skipped
+    with pytest.raises(ValueError, match="text-side pair 0 \\(coco_3\\) of hc lacks \\['keyword'\\]"):
+        prepare_heldout({"hc": folder}, tmp_path / "bad", {"hc": [{**pairs["hc"][0], "keyword": None}]})
+    prepare_heldout({"hc": folder}, tmp_path / "plain")
+    assert not (tmp_path / "plain" / TEXT_ITEMS).exists()
+    assert score_heldout_text(tmp_path / "plain", cache, [1, 5])["available"] is False
+
+
+@pytest.mark.slow
+def test_text_side_rewrites_feed_text_pairs_on_real_coco_captions(tmp_path, shared_data):
+    """The text_side stage's rewrites (analysis/coco_concreteness.py, the real profile's lexical rewriter) on 12 real
+    val2017 images become text-side pairs whose positive is another caption of the same image."""
+    from analysis.coco_concreteness import run
+
+    captions = shared_data / "coco/annotations/captions_val2017_subset.json"
+    res = run(captions, "pipelines/real/params.yaml", 12, metrics_path=tmp_path / "m.json",
+              examples_path=tmp_path / "e.md", pairs_dir=tmp_path / "pairs")
+    assert list(res["datasets"]) == ["hc", "lc", "wo", "hc_type", "lc_type"]  # Table 1's three, then the rest
+    assert res["datasets"]["hc"]["paper_mean_c"] == 4.77 and res["datasets"]["hc_type"]["paper_mean_c"] is None
+    rewrites = {d: read_jsonl(tmp_path / "pairs" / f"{d}.jsonl") for d in ("hc", "lc")}
+    assert len(rewrites["hc"]) == res["datasets"]["hc"]["n_kept"] >= 8
+    first = rewrites["hc"][0]["image"]
+    pairs, stats = coco_text_pairs(captions, rewrites, {first})
+    assert stats["skipped"]["in_corpus"] == 1 and first not in {p["image"] for p in pairs["hc"]}
+    data = json.loads(captions.read_text())
+    name = {im["id"]: im["file_name"] for im in data["images"]}
+    caps = {}
+    for a in data["annotations"]:
+        caps.setdefault(name[a["image_id"]], []).append(a["caption"].strip())
+    for p in pairs["hc"] + pairs["lc"]:
+        assert p["positive_caption"] in caps[p["image"]] and p["positive_caption"] != p["caption"]
+        assert p["negative_caption"] != p["caption"] and 1 <= p["c_i"] <= 5
 
 
 # ------------------------------------------------------------------------------------------- the grid's families

@@ -212,7 +212,7 @@ SUITE_STAGES = {"benchmark": "benchmark", "winoground": "winoground", "retrieval
                 "heldout": "heldout"}
 #: What each suite's ``score`` step writes (result suites of ``metrics/<p>/evaluate/``).
 SUITE_RESULTS = {"benchmark": ("sugarcrepe", "sugarcrepe_pp"), "winoground": ("winoground",),
-                 "retrieval": ("retrieval",), "probe": ("probe",), "heldout": ("heldout",)}
+                 "retrieval": ("retrieval",), "probe": ("probe",), "heldout": ("heldout", "heldout_text")}
 
 
 def _corpus_image_dirs(params: Params) -> list[str]:
@@ -305,9 +305,14 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         stages[f"prepare_{suite}"] = stage(
             suite, " prepare", (seed_world if uses_world else []) + prep_keys[suite],
             ([manifest] if uses_world else []) + _source_data(p, suite), outs=[f"{d}/suites/{suite}"])
-    # held-out pairs list corpus anchor images and ConcretePlant negatives (suite.json records their MD5s)
-    stages["prepare_heldout"] = stage("heldout", " prepare", ["concreteplant.datasets"],
-                                      [*corpus_in, f"{d}/concreteplant"], outs=[f"{d}/suites/heldout"])
+    # held-out pairs list corpus anchor images and ConcretePlant negatives (suite.json records their MD5s), and where
+    # the profile has a text side, its text-side pairs (rewrites of text_side, positives from its captions file)
+    text_side = p.text_side.captions is not None
+    stages["prepare_heldout"] = stage(
+        "heldout", " prepare", ["concreteplant.datasets"]
+        + (["text_side.captions", "evaluate.heldout.max_text_pairs"] if text_side else []),
+        [*corpus_in, f"{d}/concreteplant", *([f"{d}/text_side", p.text_side.captions] if text_side else [])],
+        outs=[f"{d}/suites/heldout"])
 
     # ---- models: base, then one stage per family (grid.py)
     stages["base_model"] = stage(
@@ -368,23 +373,23 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         metrics=[{f"{r}/dataset_stats": nocache}],
         plots=[{f"{r}/dataset_gaps": {"cache": False, "x": "c_i", "y": "logit_gap", "template": "scatter"}}],
         outs=[{f"reports/{p.profile}/dataset_stats": nocache}])
-    if p.text_side.captions is not None:  # the text-side check on a COCO captions file (no images)
+    if text_side:  # the text-side check on a COCO captions file (no images); its rewrites feed prepare_heldout
         stages["text_side"] = stage(
-            "text_side", "", ["seed", *param_keys(p, "concreteplant", exclude=("datasets", "shard_index",
-                                                                             "shard_count", "image_negatives",
-                                                                             "image_edit", "max_anchors",
-                                                                             "concreteness", "visual")),
+            "text_side", "", ["seed", *param_keys(p, "concreteplant", exclude=("shard_index", "shard_count",
+                                                                             "image_negatives", "image_edit",
+                                                                             "max_anchors", "concreteness",
+                                                                             "visual")),
                               *param_keys(p, "text_side")],
             [p.text_side.captions],
             metrics=[{f"{r}/concreteness_coco_val2017.json": nocache}, {f"{r}/lc_concreteness.json": nocache}],
-            outs=[{f"reports/{p.profile}/coco_val2017_rewrites.md": nocache}])
+            outs=[f"{d}/text_side", {f"reports/{p.profile}/coco_val2017_rewrites.md": nocache}])
     stages["gradient_ratio"] = stage(
         "gradient_ratio", "", ["seed", *param_keys(p, "margin", "gradient_ratio"), "evaluate.batch_size"],
         [f"{m}/base", f"{d}/concreteplant"],
         metrics=[{f"{r}/gradient_ratio.json": nocache}])
     stages["positive_control"] = stage(
         "positive_control", "", ["seed", *grid, *param_keys(p, "evaluate.positive_control")],
-        [p.suite_dir("heldout").as_posix(), f"{d}/verdicts/heldout"],
+        [p.suite_dir("heldout").as_posix(), f"{d}/verdicts/heldout", f"{d}/verdicts/heldout_text"],
         metrics=[{f"{r}/positive_control.json": nocache}])
     stages["visibility"] = stage(
         "visibility", "", [*grid, "concreteplant.datasets", "evaluate.probe.Cs", "evaluate.probe.max_iter",

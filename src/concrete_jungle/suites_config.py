@@ -152,6 +152,8 @@ class HeldoutParams(_Section):
     concreteness bin (``../shared/notes/measuring-small-effects.md``)."""
 
     c_bins: list[float] = Field([1.0, 3.0, 4.0, 4.5, 5.0], min_length=2)  # Brysbaert 1-5 bin edges
+    # text-side pairs (profiles with text_side.captions): the first so many eligible images; None: all
+    max_text_pairs: int | None = Field(None, ge=1)
 
     @field_validator("c_bins")
     @classmethod

@@ -34,8 +34,16 @@ The **study passes** when no control arm failed or went unmeasured and at least 
 underpowered its status is ``underpowered``. Every comparison of a model on a dataset whose control arm did not
 pass (failed, underpowered or unmeasured) cannot be read (the report marks them, :func:`failed_models`).
 
-Inputs: the prepared held-out suite (``items.json``: ``{dataset: [pair with anchor_id, type]}``) and the verdict
-files of ``score_heldout`` (``{"verdicts": {dataset: {anchor_id: bool (I2T)}}, "t2i": {...}}``).
+**Text-side pairs** (a real profile with ``text_side.captions``: :mod:`concrete_jungle.evaluation.heldout`). Where
+the held-out image pairs number tens, the same rule is asked a second time of the text-side pairs (thousands of
+COCO captions of images no model trained on, scored TOT: a second caption of the image closer to the anchor caption
+than to its rewrite), written as the ``text_side`` block of the file with its own verdicts and MDEs. A control arm
+that is underpowered or unmeasured on the image pairs but passes on its text-side pairs makes its dataset's
+comparisons readable (:func:`failed_models`); one that *failed* on the image pairs does not.
+
+Inputs: the prepared held-out suite (``items.json``: ``{dataset: [pair with anchor_id, type]}``; ``text_items.json``
+for the text side) and the verdict files of ``score_heldout`` (``{"verdicts": {dataset: {anchor_id: bool (I2T)}},
+"t2i": {...}}``; in ``verdicts/heldout_text``, ``verdicts`` are TOT).
 """
 
 from __future__ import annotations
@@ -47,13 +55,15 @@ from pathlib import Path
 from concrete_jungle.evaluation.paired import mcnemar_mde, paired_bootstrap_ci, paired_comparison
 from concrete_jungle.io import read_json
 
-__all__ = ["TYPES", "VERDICTS", "control_stats", "positive_control", "read_heldout_verdicts", "has_control_arms",
+__all__ = ["TYPES", "VERDICTS", "DIRECTIONS", "control_stats", "positive_control", "read_heldout_verdicts", "has_control_arms",
            "verdict", "failed_models", "summary_line"]
 
 #: Keyword types in report order (paper Sec. 2.1).
 TYPES = ("attribute", "relation", "object")
-#: Verdict-file keys of each direction.
-_DIRECTIONS = {"i2t": "verdicts", "t2i": "t2i"}
+#: Verdict-file keys of each direction, per result suite (``heldout_text``: the text-side pairs, TOT only).
+_DIRECTIONS = {"heldout": {"i2t": "verdicts", "t2i": "t2i"}, "heldout_text": {"tot": "verdicts"}}
+#: Every direction a control row may hold, in report order.
+DIRECTIONS = ("i2t", "t2i", "tot")
 #: A comparison's, a model's and a control arm's verdicts (``unmeasured``: no verdicts to judge).
 VERDICTS = ("passed", "failed", "underpowered", "unmeasured")
 
@@ -111,10 +121,11 @@ def control_stats(model: Mapping[str, bool], reference: Mapping[str, bool], *, m
 
 def read_heldout_verdicts(verdicts_dir: str | os.PathLike, label: str) -> dict[str, dict[str, dict[str, bool]]] | None:
     """``{direction: {dataset: {anchor_id: bool}}}`` of model ``label`` from ``<verdicts_dir>/<label>.json``, or None
-    when the model was not scored (no file: its suite was unavailable).
+    when the model was not scored (no file: its suite was unavailable). Directions ``i2t`` / ``t2i`` in a
+    ``heldout`` file, ``tot`` in a ``heldout_text`` file (its ``suite`` key).
 
     Raises:
-        ValueError: a file without I2T verdicts (named).
+        ValueError: a file without a ``verdicts`` mapping, or of another suite (named).
     """
     path = Path(verdicts_dir) / f"{label}.json"
     if not path.is_file():
@@ -122,7 +133,10 @@ def read_heldout_verdicts(verdicts_dir: str | os.PathLike, label: str) -> dict[s
     data = read_json(path)
     if not isinstance(data.get("verdicts"), Mapping):
         raise ValueError(f"{path}: no 'verdicts' mapping (re-run score_heldout)")
-    return {d: data[key] for d, key in _DIRECTIONS.items() if isinstance(data.get(key), Mapping)}
+    suite = data.get("suite", "heldout")
+    if suite not in _DIRECTIONS:
+        raise ValueError(f"{path}: verdicts of suite {suite!r}, not of {sorted(_DIRECTIONS)}")
+    return {d: data[key] for d, key in _DIRECTIONS[suite].items() if isinstance(data.get(key), Mapping)}
 
 
 def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[str, Mapping | None],
@@ -159,6 +173,7 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
             whose pairs repeat an anchor_id (named).
     """
     losses = ", ".join(control_losses)
+    text = any(p.get("positive_caption") for ps in items.values() for p in ps)
     share = "" if headroom_share is None else (
         f" (or {headroom_share:g} of the baseline's errors where that is less)")
     criterion = {"min_gain_points": float(min_gain),
@@ -166,9 +181,11 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                  "control_losses": list(control_losses), "alpha": float(alpha), "power": float(power),
                  "reference": list(baselines), "bootstrap_resamples": int(n_resamples),
                  "confidence_level": float(confidence_level),
+                 "pairs": "text-side" if text else "held-out",
                  "rule": f"the control arm of each ConcreteBatch (its {losses} fine-tune) beats every baseline on "
-                         f"the held-out pairs of its own ConcreteBatch by >= {min_gain:g} points{share} with "
-                         f"McNemar p < {alpha:g}, in I2T and T2I; a miss whose {100 * confidence_level:g} % CI "
+                         f"the {'text-side' if text else 'held-out'} pairs of its own ConcreteBatch by >= "
+                         f"{min_gain:g} points{share} with McNemar p < {alpha:g}, "
+                         f"{'in TOT' if text else 'in I2T and T2I'}; a miss whose {100 * confidence_level:g} % CI "
                          f"still holds the required gain is underpowered, not failed"}
     out: dict = {"criterion": criterion, "models": {}}
     for label in models:
@@ -193,16 +210,18 @@ def positive_control(items: Mapping[str, Sequence[Mapping]], verdicts: Mapping[s
                        "reason": None, "vs": {}}
         out["models"][label] = entry
         missing = [x for x in (label, *baselines) if verdicts.get(x) is None]
+        kind = "text-side" if text else "held-out"
         if not pairs or missing:
-            entry["reason"] = (f"no held-out pair of dataset {dataset}" if not pairs
-                               else f"no held-out verdicts for {', '.join(missing)}")
+            entry["reason"] = (f"no {kind} pair of dataset {dataset}" if not pairs
+                               else f"no {kind} verdicts for {', '.join(missing)}")
             continue
         types = {str(p["anchor_id"]): p["type"] for p in pairs}
         if len(types) != len(pairs):
             raise ValueError(f"positive_control: the held-out pairs of {dataset} repeat an anchor_id "
                              f"({len(pairs)} pairs, {len(types)} ids); re-run prepare_heldout")
-        # T2I is part of the criterion whenever the pairs have negative images
-        expected = ("i2t", "t2i") if all(p.get("negative_image") for p in pairs) else ("i2t",)
+        # T2I is part of the criterion whenever the pairs have negative images; text-side pairs have TOT alone
+        expected = (("tot",) if all(p.get("positive_caption") for p in pairs)
+                    else ("i2t", "t2i") if all(p.get("negative_image") for p in pairs) else ("i2t",))
         lacking = [f"{direction.upper()} verdicts of {who} on {dataset}" for direction in expected
                    for who in (label, *baselines) if verdicts[who].get(direction, {}).get(dataset) is None]
         if lacking:
@@ -253,7 +272,7 @@ def _underpowered_reason(entry: Mapping) -> str:
     parts = []
     for ref, row in entry["vs"].items():
         ci = " / ".join(f"[{row[d]['ci_points'][0]:+.1f}, {row[d]['ci_points'][1]:+.1f}]"
-                        for d in ("i2t", "t2i") if d in row)
+                        for d in DIRECTIONS if d in row)
         parts.append(f"vs {ref}: gain {_gains(row)} points, CI {ci} "
                      f"holds the required {_gains(row, 'required_gain_points', '.1f')}")
     return "is underpowered " + "; ".join(parts)
@@ -274,10 +293,29 @@ def verdict(entry: Mapping) -> str:
 def failed_models(control: Mapping | None) -> dict[str, str]:
     """``{label: why}`` of the models whose comparisons cannot be read, from a ``positive_control.json`` dict: every
     model on a dataset whose control arm failed, was underpowered or could not be judged (or that has no control
-    arm). ``{}`` when ``control`` is None (no control was run). A file written before control arms (the results of
-    a pending re-run) reads each model as its own control arm."""
+    arm), unless the file's ``text_side`` block passed that dataset's control arms and none of them failed on the
+    held-out pairs (underpowered or unmeasured there: the text-side pairs decide it). ``{}`` when ``control`` is
+    None (no control was run). A file written before control arms (the results of a pending re-run) reads each
+    model as its own control arm."""
     if not control:
         return {}
+    out = _unreadable(control)
+    text = control.get("text_side") or {}
+    if not out or not has_control_arms(text):
+        return out
+    main, side = control.get("models") or {}, text.get("models") or {}
+
+    def decided_by_text(dataset: str) -> bool:
+        arms = [lab for lab, e in side.items() if e.get("role") == "control" and e.get("dataset") == dataset]
+        failed = [lab for lab, e in main.items() if e.get("role") == "control" and e.get("dataset") == dataset
+                  and verdict(e) == "failed"]
+        return bool(arms) and all(verdict(side[a]) == "passed" for a in arms) and not failed
+
+    return {lab: why for lab, why in out.items() if not decided_by_text((main.get(lab) or {}).get("dataset", ""))}
+
+
+def _unreadable(control: Mapping) -> dict[str, str]:
+    """:func:`failed_models` of one block (the held-out pairs' or the text side's), without the other."""
     models = control.get("models") or {}
     with_arms = has_control_arms(control)
     arms: dict[str, list[str]] = {}
@@ -301,7 +339,7 @@ def failed_models(control: Mapping | None) -> dict[str, str]:
 
 
 def _gains(row: Mapping, key: str = "gain_points", fmt: str = "+.1f") -> str:
-    return " / ".join(format(row[d][key], fmt) for d in ("i2t", "t2i") if d in row)
+    return " / ".join(format(row[d][key], fmt) for d in DIRECTIONS if d in row)
 
 
 def summary_line(control: Mapping) -> str:
@@ -309,8 +347,9 @@ def summary_line(control: Mapping) -> str:
     baseline on all its held-out pairs, I2T / T2I in points with the required gain and the MDE, then the treatments'
     gains, e.g. ``FAILED (control arms: ...): hc-infonce +3.5 / +3.2 (needs 5.3 / 4.0, MDE 6.6 / 5.6) ✗;
     lc-infonce +16.0 / +17.1 (needs 10.0 / 10.0, MDE 13.6 / 13.9). Treatments, gain over clip: hc-cement +2.6 /
-    -0.3; ...``; an underpowered arm is marked ``✗ underpowered``. Files written before control arms (no ``role``)
-    read as every model a control arm."""
+    -0.3; ...``; an underpowered arm is marked ``✗ underpowered``. A ``text_side`` block (text-side pairs, TOT)
+    follows as ``Text-side pairs (TOT): <its own line>``. Files written before control arms (no ``role``) read as
+    every model a control arm."""
     crit = control.get("criterion") or {}
     status = control.get("status", "unavailable")
     head = {"passed": "PASSED", "failed": "FAILED", "underpowered": "UNDERPOWERED"}.get(status, "NOT MEASURED")
@@ -335,18 +374,24 @@ def summary_line(control: Mapping) -> str:
     refs = ", ".join(crit.get("reference") or [])
     losses = "/".join(crit.get("control_losses") or [])
     room = "" if share is None else f", or {share:g} of its errors where that is less,"
+    text = crit.get("pairs") == "text-side"
+    directions = ("tot",) if text else ("i2t", "t2i")
     line = (f"**{head}** ({'control arms: the ' + losses + ' fine-tune of each ConcreteBatch; ' if losses else ''}"
-            f"gain over {refs or 'the baseline'} on the model's own held-out pairs, "
-            f"{' / '.join(d.upper() for d in ('i2t', 't2i'))} in points, needs >= "
+            f"gain over {refs or 'the baseline'} on the model's own {'text-side' if text else 'held-out'} pairs, "
+            f"{' / '.join(d.upper() for d in directions)} in points, needs >= "
             f"{'?' if need is None else format(need, 'g')}{room} with McNemar p < "
             f"{'?' if alpha is None else format(alpha, 'g')})")
     if arms:
         line += ": " + "; ".join(arms)
     if treatments:
         line += f". Treatments, gain over {refs or 'the baseline'}: " + "; ".join(treatments)
-    if status != "passed" or failed_models(control):
+    if status != "passed" or _unreadable(control):
         why = control.get("reason") or "not every dataset has a passing control arm"
         line += f". {why}: the comparisons of the models marked ✗ cannot be read"
         if losses:
             line += ", nor those of the treatments on their datasets"
+        if control.get("text_side"):
+            line += ", unless the text-side pairs below pass their dataset"
+    if control.get("text_side"):
+        line += ". Text-side pairs (TOT): " + summary_line(control["text_side"])
     return line
