@@ -71,6 +71,25 @@ def test_the_head_on_cached_maps_gives_the_pixel_embedding_and_the_forward_is_re
         visual(maps)
 
 
+def test_a_pooling_trunk_gives_vectors_that_the_head_takes_in_place_of_pixels():
+    """The real profile's LiT tower: timm EfficientNet-Lite0 with its own average pool (``num_classes=0``), so a
+    trunk "map" is a pooled ``[1280]`` vector; inside the block the head takes ``[B, 1280]`` (the batch the
+    real_seed1 base model crashed on before: it went to the 3-channel stem)."""
+    lit = build_model(ModelSpec(kind="lit", name="cj-lit-effnetlite0-minilm", lock_image=True), seed=0)
+    assert trunk_cache_blocker(lit.model, augment=False) is None
+    images = [im.resize((224, 224)) for im in IMAGES[:2]]
+    maps = torch.stack([trunk_map_transform(lit.model, lit.preprocess_val)(im) for im in images])
+    assert maps.shape == (2, 1280)
+    visual = lit.model.visual.eval()
+    pixels = torch.stack([lit.preprocess_val(im) for im in images])
+    with torch.no_grad():
+        expected = visual(pixels)
+        with head_on_trunk_maps(lit.model):
+            from_maps, from_pixels = visual(maps), visual(pixels)
+    torch.testing.assert_close(from_maps, expected, atol=1e-4, rtol=1e-4)
+    assert torch.equal(from_pixels, expected)
+
+
 def test_a_training_step_over_cached_maps_is_the_step_over_pixels(attn):
     """Two AdamW steps of the ClipLoss on the same batch: the trainable weights (attention pool, text tower, logit
     scale) agree to float tolerance whether the trunk runs in the step or its maps were cached."""

@@ -117,8 +117,7 @@ def read_training_state(path: str | os.PathLike) -> dict:
 
 
 _CODE_FILES = ("training.py", "datasets.py", "resume.py", "distributed.py", "losses.py", "models/build.py",
-               "models/checkpoints.py",
-               "models/encoding.py")
+               "models/checkpoints.py", "models/encoding.py", "models/trunk_cache.py")
 
 
 def training_fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Callable, hard_negatives: bool,

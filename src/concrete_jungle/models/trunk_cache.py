@@ -61,8 +61,9 @@ def trunk_cache_blocker(model: torch.nn.Module, augment: bool) -> str | None:
 
 
 def trunk_map_transform(model: torch.nn.Module, preprocess: Callable) -> Callable:
-    """PIL image -> its trunk map: ``model.visual.trunk(preprocess(image)[None])[0]``, float32 ``[C, h, w]``,
-    computed in eval mode without gradient (for a trunk that :func:`trunk_cache_blocker` clears)."""
+    """PIL image -> its trunk map: ``model.visual.trunk(preprocess(image)[None])[0]``, float32 ``[C, h, w]`` (``[C]``
+    for a trunk that pools), computed in eval mode without gradient (for a trunk that :func:`trunk_cache_blocker`
+    clears)."""
     trunk = model.visual.trunk
 
     def transform(image) -> torch.Tensor:
@@ -131,9 +132,10 @@ def fill_trunk_maps(dataset, model: torch.nn.Module, preprocess: Callable, maps:
 
 @contextlib.contextmanager
 def head_on_trunk_maps(model: torch.nn.Module) -> Iterator[None]:
-    """Within the block, ``model.visual`` takes trunk maps ``[B, C, h, w]`` (C != 3) and applies only its head;
-    pixel batches ``[B, 3, H, W]`` still go through trunk and head (so held-out curves measured during training
-    encode images as before). The instance's ``forward`` is restored on exit; parameters and state dict are
+    """Within the block, ``model.visual`` takes trunk maps — ``[B, C, h, w]`` (C != 3), or ``[B, C]`` from a trunk
+    that pools (the real profile's LiT EfficientNet-Lite0, ``num_classes=0``) — and applies only its head; pixel
+    batches ``[B, 3, H, W]`` still go through trunk and head (so held-out curves measured during training encode
+    images as before). The instance's ``forward`` is restored on exit; parameters and state dict are
     untouched.
 
     Raises:
@@ -148,9 +150,9 @@ def head_on_trunk_maps(model: torch.nn.Module) -> Iterator[None]:
     full = visual.forward
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        if x.ndim == 4 and x.shape[1] != 3:
-            return visual.head(x)
-        return full(x)
+        if x.ndim == 4 and x.shape[1] == 3:  # pixels
+            return full(x)
+        return visual.head(x)
 
     visual.forward = forward
     try:
