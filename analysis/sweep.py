@@ -1,8 +1,9 @@
 """A hyper-parameter sweep read back from DVC experiments: accuracy against the swept value (paper Sec. 2.3's
 Cement temperature tau_m by default), the way the repository is meant to be used::
 
-    dvc exp run -S margin.tau=0.05   # one experiment at a time, in the workspace (what the end-to-end test runs)
-    dvc exp run -S margin.tau=0.3    # (or queue them: dvc exp run --queue -S ...; then dvc exp run --run-all)
+    dvc exp run -S margin.tau=0.05   # one experiment at a time, in the workspace
+    dvc exp run -S margin.tau=0.3    # (the end-to-end test runs this one; or queue them: dvc exp run --queue -S
+                                     # ...; then dvc exp run --run-all)
     dvc exp show --only-changed      # the table; `dvc metrics diff <exp>` for one experiment against HEAD
     python analysis/sweep.py --param margin.tau
 

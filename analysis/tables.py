@@ -520,6 +520,27 @@ def table2(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
     return md, tex
 
 
+def _probe_c_note(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str]) -> str | None:
+    """A note on the probes' chosen C (issue 29): how many fits chose a C interior to the grid searched, and
+    which were still at an edge (``C_at_edge``: the search reached its bound). None without a recorded C."""
+    fits, edges = 0, []
+    for model in models:
+        res = (results.get("probe") or {}).get(model) or {}
+        if not res.get("available", True):
+            continue
+        for task, entry in _probe_tasks(res.get("metrics") or {}).items():
+            if isinstance(entry, Mapping) and "C" in entry:
+                fits += 1
+                if entry.get("C_at_edge"):
+                    edges.append(f"{model} / {task} (C = {entry['C']:g}, {entry['C_at_edge']})")
+    if not fits:
+        return None
+    if not edges:
+        return f"Linear probes: the chosen C is interior to the searched grid in all {fits} fits."
+    return (f"Linear probes: the chosen C is at an edge of the searched grid (its bound reached) in {len(edges)} of "
+            f"{fits} fits: " + "; ".join(edges) + ".")
+
+
 def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], base: str = "base") -> tuple[str, str]:
     """The general-representation table (paper Sec. 3.3, Tab. 3) in Markdown and LaTeX.
 
@@ -532,7 +553,8 @@ def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
     over the columns available for every model. Values: percentages (accuracy, mAP, recall), 1 decimal. A skipped
     suite, task or set shows "—" with a footnote giving its recorded reason. A note quotes the paper's trade-off
     (Cement + D_hc trade general representation for compositional accuracy; Sec. 3.2: N = 256 instead of 1024 costs
-    2.16 % relative in general representation and 1.18 % in compositional understanding).
+    2.16 % relative in general representation and 1.18 % in compositional understanding), and another how many
+    probe fits chose a C at an edge of the searched grid (``C_at_edge``).
 
     Args:
         results: ``{suite: {model: result JSON}}`` with suites ``probe`` and / or ``retrieval``. Probe metrics
@@ -557,6 +579,9 @@ def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
              + (f"; here hc-cement vs clip: {here} relative M.Avg." if here else "."),
              "Paper (Sec. 3.2): batch size N = 256 instead of 1024 costs 2.16 % relative in general representation "
              "and 1.18 % relative in compositional understanding."]
+    edge = _probe_c_note(results, models)
+    if edge:
+        notes.append(edge)
     absent = [s for s in TABLE3_SUITES if s not in results]
     if absent:
         notes.append("Not evaluated (no result): " + ", ".join(_SUITE_LABEL[s] for s in absent) + ".")

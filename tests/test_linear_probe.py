@@ -38,8 +38,11 @@ def test_separable_probe_is_perfect_and_deterministic():
     xt, yt = _blobs(rng, 10, centres)
     r = P.vtab_linear_probe(x, y, xt, yt, CS, val_size=15, seed=0)
     assert r["top1"] == 1.0 and "top5" not in r  # 3 classes: no top-5
-    assert r["C"] == 0.01  # every C is perfect on validation: the tie goes to the smallest C
-    assert list(r["val_top1"]) == ["0.01", "0.1", "1", "10", "100"] and set(r["val_top1"].values()) == {1.0}
+    # every C is perfect on validation: the tie goes to the smallest C, so the grid widens down to C_BOUNDS[0]
+    # (the tiny weights still point the right way) and says the choice is at its low edge
+    assert r["C"] == P.C_BOUNDS[0] == 1e-6 and r["C_at_edge"] == "low"
+    assert list(r["val_top1"]) == ["1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "10", "100"]
+    assert set(r["val_top1"].values()) == {1.0}
     assert (r["n_train"], r["n_fit"], r["n_val"], r["n_test"], r["n_classes"]) == (60, 45, 15, 30, 3)
     assert r["hits"].dtype == bool and r["hits"].all() and r["converged"]
     r2 = P.vtab_linear_probe(x, y, xt, yt, CS, val_size=15, seed=0)
@@ -53,8 +56,9 @@ def test_c_is_chosen_on_the_validation_split():
     x = np.concatenate([[1.0, 0, 0] + 0.1 * rng.normal(size=(75, 3)), [-1.0, 0, 0] + 0.1 * rng.normal(size=(25, 3))])
     y = np.r_[np.zeros(75, int), np.ones(25, int)]
     r = P.vtab_linear_probe(x, y, x, y, [1e-6, 1.0], val_size=20, seed=0)
-    assert r["val_top1"] == {"1e-06": 0.75, "1": 1.0}
-    assert r["C"] == 1.0 and r["top1"] == 1.0
+    # C = 1 is the grid's top: the search tries 10, which ties it, so 1 is chosen and interior
+    assert r["val_top1"] == {"1e-06": 0.75, "1": 1.0, "10": 1.0}
+    assert r["C"] == 1.0 and r["C_at_edge"] is None and r["top1"] == 1.0
 
 
 def test_refit_uses_all_training_rows():
@@ -68,9 +72,35 @@ def test_refit_uses_all_training_rows():
     val[:5] = True  # 5 of the class-0 rows
     xt, yt = _blobs(rng, 5, centres)
     r = P.vtab_linear_probe(x, y, xt, yt, [0.1, 1.0], val_size=10, seed=0, val_mask=val)
-    assert r["val_top1"] == {"0.1": 1 / 3, "1": 1 / 3} and r["C"] == 0.1
+    # 0.1 ties 1 and is the grid's bottom: 0.01 scores 0 (it predicts the fitting part's majority, class 1)
+    assert r["val_top1"] == {"0.01": 0.0, "0.1": 1 / 3, "1": 1 / 3} and r["C"] == 0.1 and r["C_at_edge"] is None
     assert (r["n_fit"], r["n_val"], r["n_train"]) == (15, 15, 30)
     assert r["top1"] == 1.0 and r["hits"][yt == 2].all()
+
+
+def test_select_c_widens_until_the_choice_is_interior():
+    seen = []
+
+    def peak_at(c_best):
+        def evaluate(C):
+            seen.append(C)
+            return -abs(np.log10(C) - np.log10(c_best)), True
+        return evaluate
+
+    # the optimum lies above the grid: 100, 1000 and 10000 are tried, 1000 wins, interior
+    r = P.select_c(peak_at(1e3), [0.1, 1.0, 10.0])
+    assert seen == [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0]
+    assert r["C"] == 1000.0 and r["C_at_edge"] is None and list(r["val"]) == seen and r["converged"]
+    # below the grid, and a fit that did not converge is reported
+    r = P.select_c(lambda C: (-abs(np.log10(C) + 3), C > 0.01), [0.1, 1.0])
+    assert r["C"] == 1e-3 and list(r["val"]) == [1e-4, 1e-3, 0.01, 0.1, 1.0] and r["converged"] is False
+    # a score that keeps rising stops at the bound and says so
+    r = P.select_c(lambda C: (C, True), [0.1, 1.0, 10.0], bounds=(1e-6, 1e3))
+    assert r["C"] == 1e3 and r["C_at_edge"] == "high" and list(r["val"]) == [0.1, 1.0, 10.0, 100.0, 1000.0]
+    r = P.select_c(lambda C: (1.0, True), [1.0], bounds=(0.01, 100.0))
+    assert r["C"] == 0.01 and r["C_at_edge"] == "low" and list(r["val"]) == [0.01, 0.1, 1.0]
+    with pytest.raises(ValueError, match="bounds"):
+        P.select_c(lambda C: (1.0, True), [1.0], bounds=(1.0, 0.1))
 
 
 def test_top5_on_six_classes_by_hand():
@@ -115,7 +145,9 @@ def test_multilabel_map_by_hand():
     # A ranks the test images 1, 2, 3, 4 = pos, neg, pos, neg: AP = (1/1 + 2/3) / 2 = 5/6
     # B ranks them 2, 3, 1, 4 = pos, neg, neg, pos: AP = (1/1 + 2/4) / 2 = 3/4
     assert r["map"] == pytest.approx((5 / 6 + 3 / 4) / 2)
-    assert r["n_classes_scored"] == 2 and r["C"] == 1.0
+    # the ranking, so every AP, is the same at any C: the 4 validation rows tie (mAP 1) and the search widens down
+    assert r["n_classes_scored"] == 2 and r["C"] == 1e-6 and r["C_at_edge"] == "low"
+    assert list(r["val_map"]) == ["1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1"]
     # P@1: image 1 -> A (right), 2 -> B (right), 3 -> B (wrong), 4 ties A and B (pessimistic: wrong)
     assert r["hits"].tolist() == [True, True, False, False] and r["p_at_1"] == 0.5
     # a class with no positive test image is left out of the mean
@@ -379,7 +411,11 @@ def test_score_probe_on_label_encoding_embeddings(tmp_path):
     out = P.score_probe(tmp_path / "s", cache, cfg)
     for a in ATTRS:
         m = out["metrics"][a]
-        assert m["top1"] == 1.0 and m["C"] in cfg.Cs and out["n"][f"{a}_train"] == 80 and m["group"] == "other"
+        assert m["top1"] == 1.0 and out["n"][f"{a}_train"] == 80 and m["group"] == "other"
+        # every C of the grid [10, 100] is perfect: the search widens down to the first C that scores worse, and
+        # chooses the smallest perfect one, interior
+        assert m["C"] < 10 and m["C_at_edge"] is None and m["val_top1"][f"{m['C']:g}"] == 1.0
+        assert m["val_top1"][f"{m['C'] / 10:g}"] < 1.0
         assert ("top5" in m) == (len(blocks[a]) > 5)
         assert len(out["verdicts"][a]) == 12 and all(out["verdicts"][a].values())
     assert out["metrics"]["groups"] == {"other": 1.0}
@@ -399,7 +435,7 @@ def test_score_probe_multilabel_and_unavailable(tmp_path):
                            np.zeros((0, 4), np.float32))
     out = P.score_probe(tmp_path / "s", cache, cfg)
     m = out["metrics"]["coco"]
-    assert set(m) == {"map", "p_at_1", "C", "val_map", "group"} and 0.0 <= m["map"] <= 1.0
+    assert set(m) == {"map", "p_at_1", "C", "C_at_edge", "val_map", "group"} and 0.0 <= m["map"] <= 1.0
     assert out["metrics"]["groups"] == {"coco": m["map"]} and "gone" in out["unavailable"]
 
 
@@ -421,3 +457,12 @@ def test_real_cifar10_vtab1k_sampling(shared_data, tmp_path):
     assert np.abs(val_classes - train_classes / 5).max() <= 1  # stratified 800 / 200
     P.prepare_probe(cfg, None, tmp_path / "b", seed=0)
     assert _items(tmp_path / "b", "cifar10") == item
+
+
+def test_probe_grid_is_refused_at_start_up_by_the_scorer_s_rule():
+    # issue 22 item 3: what the scorer would refuse (a repeated C, a C outside the search's bounds) is refused when
+    # the params load, naming the key
+    for bad in ([1.0, 1.0], [0.0, 1.0], [1e-7], [1e7]):
+        with pytest.raises(ValueError, match=r"evaluate.probe.Cs must be distinct values within 1e-06 \.\. 1e\+06"):
+            ProbeParams(Cs=bad)
+    assert ProbeParams(Cs=[1e-6, 1e6]).Cs == [1e-6, 1e6] and P.C_BOUNDS == (1e-6, 1e6)

@@ -55,6 +55,95 @@ def test_image_with_one_good_caption_among_three():
     assert t2i.tolist() == [2, 0, 0, 0]
 
 
+def test_multi_positive_ranks_by_hand():
+    # images A = (1, 0), B = (0, 1); t0 is A's caption and also true of B, t1 is B's only caption.
+    img = np.array([[1.0, 0.0], [0.0, 1.0]])
+    txt = np.array([[0.0, 1.0], [1.0, 0.2]])  # t0 looks like B, t1 like A
+    # cosines: A-t0 0, A-t1 .981, B-t0 1, B-t1 .196. Single positive: each image's own caption ranks below the
+    # other's, and each caption's own image below the other
+    assert [r.tolist() for r in R.retrieval_ranks(img, txt, [0, 1])] == [[1, 1], [1, 1]]
+    # t0 is a positive of B too: B's best caption is t0 (rank 0), t0's best image is B (rank 0)
+    i2t, t2i = R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 1], [1]])
+    assert i2t.tolist() == [1, 0] and t2i.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="caption 1 lacks its own image 1"):
+        R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 1], [0]])
+    with pytest.raises(ValueError, match="one list of image rows per caption"):
+        R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 1]])
+    with pytest.raises(ValueError, match="names image 2, outside 0..1"):
+        R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 2], [1]])
+
+
+def _clip_benchmark_recall(img, txt, positives, ks):
+    """R@K as clip_benchmark 1.6.2 computes it (``recall_at_k`` over ``topk``, then "any positive in the top K")."""
+    import torch
+    from clip_benchmark.metrics.zeroshot_retrieval import recall_at_k
+
+    img = torch.nn.functional.normalize(torch.as_tensor(img, dtype=torch.float64), dim=-1)
+    txt = torch.nn.functional.normalize(torch.as_tensor(txt, dtype=torch.float64), dim=-1)
+    pairs = torch.zeros(len(txt), len(img), dtype=torch.bool)
+    for j, rows in enumerate(positives):
+        pairs[j, rows] = True
+    scores = txt @ img.T
+    return {"i2t": {f"R@{k}": float((recall_at_k(scores.T, pairs.T, k) > 0).float().mean()) for k in ks},
+            "t2i": {f"R@{k}": float((recall_at_k(scores, pairs, k) > 0).float().mean()) for k in ks}}
+
+
+def test_recall_equals_clip_benchmark_on_a_tie_free_set():
+    rng = np.random.default_rng(3)
+    img, txt = rng.normal(size=(30, 8)), rng.normal(size=(90, 8))
+    owner = np.repeat(np.arange(30), 3)
+    single = [[int(i)] for i in owner]
+    multi = [sorted({int(i), *rng.choice(30, size=int(rng.integers(0, 4)), replace=False).tolist()})
+             for i in owner]
+    for positives in (single, multi):
+        ours = R.retrieval_recall(img, txt, owner, ks=[1, 5, 10], caption_positives=positives)
+        theirs = _clip_benchmark_recall(img, txt, positives, [1, 5, 10])
+        for d in ("i2t", "t2i"):
+            assert ours[d] == pytest.approx(theirs[d], abs=1e-6)  # clip_benchmark averages in float32
+
+
+def test_world_recall_does_not_depend_on_tie_order(tmp_path):
+    # the scene world repeats caption texts across images ("a green heart"): identical texts embed identically, so
+    # single-positive R@K rests on how exact ties are ordered; multi-positive R@K does not
+    d, scenes = R.generate_world_retrieval(WORLD, 60, tmp_path / "w", seed=2)
+    assert len(set(d.captions)) < len(d.captions)
+    rng = np.random.default_rng(0)
+    vocab = {t: rng.normal(size=6) for t in sorted(set(d.captions))}
+    img = rng.normal(size=(60, 6))
+    txt = np.stack([vocab[t] + 0.0 for t in d.captions])
+    ks = [1, 5]
+    base = R.retrieval_recall(img, txt, d.caption_image, ks, d.caption_positives)
+    perm_i, perm_t = rng.permutation(60), rng.permutation(len(d.captions))
+    new_row = np.argsort(perm_i)  # old image row -> new row
+    shuffled = R.retrieval_recall(img[perm_i], txt[perm_t], new_row[np.asarray(d.caption_image)[perm_t]], ks,
+                                  [[int(new_row[i]) for i in d.caption_positives[j]] for j in perm_t])
+    assert shuffled == base
+    # clip_benchmark's topk breaks the exact ties its own way, and still agrees
+    theirs = _clip_benchmark_recall(img, txt, d.caption_positives, ks)
+    for direction in ("i2t", "t2i"):
+        assert base[direction] == pytest.approx(theirs[direction], abs=1e-6)
+    # single positive: the pessimistic rank counts the identical text of another image against the positive
+    single = R.retrieval_recall(img, txt, d.caption_image, ks)
+    assert single["t2i"]["R@1"] < base["t2i"]["R@1"]
+
+
+def test_world_caption_positives_by_hand():
+    from concrete_jungle.corpus.scene_world.graph import WorldObject
+
+    def scene(*objs):
+        return Scene(objects=[WorldObject(shape=s, colour=c, size="large", material="plain", row=r, col=k)
+                              for s, c, r, k in objs])
+
+    a = scene(("heart", "green", 0, 0), ("circle", "red", 1, 0))  # a green heart above a red circle
+    b = scene(("heart", "green", 0, 1))
+    c = scene(("heart", "blue", 0, 0), ("circle", "green", 1, 0))  # a blue heart above a green circle
+    caps = ["a green heart", "a green heart", "a green heart above a red circle", "a green circle"]
+    got = R.world_caption_positives(caps, [0, 1, 0, 2], [a, b, c], WORLD)
+    assert got == [[0, 1], [0, 1], [0], [2]]
+    with pytest.raises(ValueError, match="caption 0 \\('a red heart'\\) is not true of its own scene"):
+        R.world_caption_positives(["a red heart"], [0], [a, b, c], WORLD)
+
+
 def test_ties_rank_pessimistically():
     # two images with the same embedding and the same caption embedding: every positive ties a wrong candidate
     img = np.array([[1.0, 0.0], [1.0, 0.0]])
@@ -291,9 +380,12 @@ def test_score_retrieval_matches_the_metric_on_fixed_embeddings(tmp_path):
     out = R.score_retrieval(tmp_path / "suite", cache)
     assert set(out["metrics"]) == {"world", "f8k"} and out["unavailable"].keys() == {"flickr30k"}
     item = json.loads((tmp_path / "suite" / "sets" / "world.json").read_text())
-    want = R.retrieval_recall(cache.image(item["images"]), cache.text(item["captions"]), item["caption_image"], [1, 5])
+    want = R.retrieval_recall(cache.image(item["images"]), cache.text(item["captions"]), item["caption_image"], [1, 5],
+                              item["caption_positives"])
     assert out["metrics"]["world"] == want
     assert out["n"]["world_images"] == 8 and out["n"]["world_captions"] == len(item["captions"])
+    assert out["n"]["world_positive_pairs"] == sum(map(len, item["caption_positives"])) > len(item["captions"])
+    assert out["n"]["f8k_positive_pairs"] == out["n"]["f8k_captions"] == 4
     v = out["verdicts"]["world"]
     assert len(v["i2t"]) == 8 and len(v["t2i"]) == len(item["captions"])
     assert np.mean(list(v["i2t"].values())) == want["i2t"]["R@1"]

@@ -187,6 +187,17 @@ def test_table3_reads_the_score_probe_layout():
     assert clip == "| clip | 40.0 | 70.0 | 30.0 | 50.0 | —[^1] | 50.0 | 50.0 | 47.5 | -17.39 |"  # -.4 / 2.3
     assert "[^1]: probe task eurosat: vtab-1k/eurosat absent (models: base, clip)" in md
     assert "Not evaluated (no result): retrieval." in md
+    assert "the chosen C is interior to the searched grid in all 6 fits." in md
+
+
+def test_table3_names_the_probe_fits_whose_c_is_at_an_edge():
+    results = {"probe": {"base": _probe(0.5), "clip": _probe(0.45)}}
+    results["probe"]["clip"]["metrics"]["tasks"]["dtd"]["C_at_edge"] = "high"
+    results["probe"]["clip"]["metrics"]["tasks"]["dtd"]["C"] = 1e6
+    md, _ = table3(results, ["base", "clip"])
+    # 4 fits a model (eurosat unavailable): 1 of 8 at an edge
+    assert ("the chosen C is at an edge of the searched grid (its bound reached) in 1 of 8 fits: "
+            "clip / dtd (C = 1e+06, high).") in md
 
 
 # 10 items over two subsets (as tests/test_paired.py): A right on 8, B on 6; discordant 3 (only A) vs 1 (only B)

@@ -558,12 +558,26 @@ def write(repo: Path = REPO) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ check
+_LOCKS: dict[tuple[str, int, int], dict] = {}
+
+
+def _read_lock(path) -> dict:
+    """A ``dvc.lock`` parsed (libyaml when present), once per path and version (mtime, size): the check reads every
+    lock once per pipeline (:func:`_lock_coherence`), 2 MB of YAML in all."""
+    st = Path(path).stat()
+    key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
+    if key not in _LOCKS:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        _LOCKS[key] = yaml.load(Path(path).read_text(), Loader=loader) or {}  # noqa: S506 - a safe loader
+    return _LOCKS[key]
+
+
 def _recorded_outs(lock_paths) -> dict[str, tuple[str, str | None]]:
     """``{output path: (stage, md5)}`` over the locks ``lock_paths`` (absent ones skipped)."""
     outs = {}
     for path in lock_paths:
         if Path(path).is_file():
-            for name, st in ((yaml.safe_load(Path(path).read_text()) or {}).get("stages") or {}).items():
+            for name, st in (_read_lock(path).get("stages") or {}).items():
                 for o in st.get("outs", []):
                     outs[o["path"]] = (name, o.get("md5"))
     return outs
@@ -573,7 +587,7 @@ def _lock_coherence(lock_path: Path, others=()) -> list[str]:
     """Problems of one lock: a stage whose recorded dep on another stage's output (of this lock or of the locks
     ``others``: the controls gather other pipelines) has another hash than that output's recorded hash (a
     downstream result made from an older upstream)."""
-    lock = yaml.safe_load(lock_path.read_text()) or {}
+    lock = _read_lock(lock_path)
     outs = _recorded_outs([*others, lock_path])
     problems = []
     for name, st in (lock.get("stages") or {}).items():
@@ -645,7 +659,7 @@ def stale_pipelines(repo: Path = REPO, only: set[str] | None = None) -> dict[str
         if not lock_path.is_file() or (only is not None and name not in only):
             continue  # a pipeline never run here (paper: GPU) has no lock to check
         problems = [p.replace(f"{repo}/", "") for p in _lock_coherence(lock_path, [x for x in locks if x != lock_path])]
-        problems += _status_problems(dvc_yaml, yaml.safe_load(lock_path.read_text()) or {}, repo, produced)
+        problems += _status_problems(dvc_yaml, _read_lock(lock_path), repo, produced)
         if problems:
             stale[name] = problems
     return stale

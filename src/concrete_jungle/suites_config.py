@@ -14,8 +14,8 @@ from pydantic import Field, field_validator, model_validator
 
 from concrete_jungle.config_base import _reject_blank, _require_fields, _Section
 
-__all__ = ["WinogroundParams", "RetrievalSet", "RetrievalParams", "ProbeTask", "ProbeParams", "HeldoutParams",
-           "PositiveControlParams", "EvaluateParams"]
+__all__ = ["WinogroundParams", "RetrievalSet", "RetrievalParams", "ProbeTask", "PROBE_C_BOUNDS", "ProbeParams",
+           "HeldoutParams", "PositiveControlParams", "EvaluateParams"]
 
 
 class WinogroundParams(_Section):
@@ -121,9 +121,15 @@ class ProbeTask(_Section):
         return self
 
 
+#: The widest inverse L2 strength C the probes' search for C reaches (it widens ``evaluate.probe.Cs`` by factors of
+#: 10 while the best C is an end of the grid: :func:`concrete_jungle.evaluation.linear_probe.select_c`).
+PROBE_C_BOUNDS = (1e-6, 1e6)
+
+
 class ProbeParams(_Section):
     """Logistic-regression probes (scikit-learn) with the regularisation chosen on the 800/200 split, then refit on
-    all 1,000 (VTAB-1k protocol)."""
+    all 1,000 (VTAB-1k protocol). ``Cs`` is the grid the search for C starts from: distinct positive values within
+    :data:`PROBE_C_BOUNDS`, the scorer's own rule."""
 
     tasks: dict[str, ProbeTask] = {}  # name (a plain file name other than "groups") -> task
     train_size: int = Field(1000, ge=2)
@@ -136,8 +142,10 @@ class ProbeParams(_Section):
     def _split(self):
         if self.val_size >= self.train_size:
             raise ValueError(f"evaluate.probe.val_size ({self.val_size}) must be < train_size ({self.train_size})")
-        if any(c <= 0 for c in self.Cs):
-            raise ValueError(f"evaluate.probe.Cs must be positive, got {self.Cs}")
+        lo, hi = PROBE_C_BOUNDS
+        if any(not lo <= c <= hi for c in self.Cs) or len(set(self.Cs)) != len(self.Cs):
+            raise ValueError(f"evaluate.probe.Cs must be distinct values within {lo:g} .. {hi:g} (the widest C the "
+                             f"probes' search reaches), got {self.Cs}")
         # a name names the task's item file (tasks/<name>.json) and a key beside "groups" in the probe metrics
         bad = [k for k in self.tasks if k == "groups" or not (
             k[:1].isalnum() and all(c.isascii() and (c.isalnum() or c in "_.-") for c in k))]

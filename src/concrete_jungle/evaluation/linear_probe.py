@@ -11,9 +11,12 @@ The dataset side and the metric side are separate (:mod:`concrete_jungle.evaluat
 
 Protocol (VTAB-1k, Zhai et al. 2019): the L2 regularisation ``C`` is chosen on the 800 / 200 split of the 1,000
 training images (highest validation accuracy; ties go to the smaller C, the stronger regularisation), the classifier
-is refit on all 1,000 with that C and evaluated once on the test set. The paper's ImageNet / COCO probes run "10
-epochs"; here every probe is a full-batch L-BFGS logistic regression (deterministic). Top-k ranks are pessimistic:
-a class whose score ties the true class's counts as ranked above it.
+is refit on all 1,000 with that C and evaluated once on the test set. The grid ``evaluate.probe.Cs`` is where the
+search starts: while the best C is the grid's smallest or largest value, the grid widens by one step (a factor of 10)
+on that side, up to :data:`C_BOUNDS` (:func:`select_c`), so the chosen C is interior; a fit whose best C is still an
+end of the widened grid records which (``C_at_edge``: ``"low"`` / ``"high"``), with the grid it searched. The
+paper's ImageNet / COCO probes run "10 epochs"; here every probe is a full-batch L-BFGS logistic regression
+(deterministic). Top-k ranks are pessimistic: a class whose score ties the true class's counts as ranked above it.
 
 Prepared folder (``data/<p>/suites/probe/``)::
 
@@ -33,7 +36,7 @@ import os
 import warnings
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,9 +45,11 @@ import numpy as np
 from concrete_jungle.evaluation.suite import (DataAbsent, EmbeddingCache, read_suite, require_path, unavailable,
                                               write_suite)
 from concrete_jungle.io import confined_path, read_json, write_json
+from concrete_jungle.suites_config import PROBE_C_BOUNDS
 
 __all__ = ["VTAB1K_TASKS", "VTAB1K_ALIASES", "WORLD_ATTRIBUTES", "PROBE_STREAM", "IMAGE_EXTENSIONS", "LabelledImages",
-           "vtab_task_group", "vtab_group_means", "vtab_linear_probe", "multilabel_map",
+           "C_BOUNDS", "C_STEP", "select_c", "vtab_task_group", "vtab_group_means", "vtab_linear_probe",
+           "multilabel_map",
            "read_imagefolder", "read_vtab1k", "read_coco_instances", "world_label", "prepare_probe", "score_probe"]
 
 #: The 19 VTAB-1k tasks by group (Zhai et al. 2019; TFDS-style names).
@@ -208,8 +213,59 @@ def _check_grid(Cs: Sequence[float], max_iter: int) -> list[float]:
     return Cs
 
 
+#: The widest C the probes' search reaches (:func:`select_c`): 6 decades either side of 1 (the config's rule too).
+C_BOUNDS = PROBE_C_BOUNDS
+#: The step of each widening of the grid (log-spaced).
+C_STEP = 10.0
+
+
 def _best_c(val: Mapping[float, float]) -> float:
     return min(c for c, v in val.items() if v == max(val.values()))  # ties: the smaller C (stronger regularisation)
+
+
+def select_c(evaluate: Callable[[float], tuple[float, bool]], Cs: Sequence[float],
+             bounds: tuple[float, float] = C_BOUNDS, step: float = C_STEP) -> dict:
+    """Choose the inverse L2 strength C on validation rows, widening the grid until the choice is interior.
+
+    The grid ``Cs`` is evaluated first; while the best C (highest validation score, ties to the smaller C) is the
+    smallest evaluated value, ``min / step`` is evaluated too (and ``max * step`` while it is the largest), as long
+    as the new value stays within ``bounds``. Issue 29: the fixed grid [0.1, 1, 10] chose one of its ends in 216 of
+    269 recorded fits.
+
+    Args:
+        evaluate: ``C -> (validation score, converged)``; higher is better.
+        Cs: the starting grid (distinct positive numbers; :func:`_check_grid`).
+        bounds: the smallest and largest C ever evaluated. step: the widening factor (> 1).
+
+    Returns:
+        ``{"C": chosen, "val": {C: score} (every C evaluated, ascending), "converged": every fit converged,
+        "C_at_edge": None | "low" | "high"}``: ``C_at_edge`` says the chosen C is still the smallest / largest value
+        evaluated (the bound stopped the widening; with a one-value grid and bounds equal to it, that value).
+    """
+    lo_bound, hi_bound = bounds
+    if not (0 < lo_bound <= hi_bound) or step <= 1:
+        raise ValueError(f"bounds must satisfy 0 < low <= high and step > 1, got {bounds}, {step}")
+    val: dict[float, float] = {}
+    converged = True
+
+    def run(c: float) -> None:
+        nonlocal converged
+        val[c], ok = evaluate(c)
+        converged &= bool(ok)
+
+    for c in Cs:
+        run(float(c))
+    while True:
+        best, lo, hi = _best_c(val), min(val), max(val)
+        down, up = float(f"{lo / step:.12g}"), float(f"{hi * step:.12g}")  # 0.01 / 10**4 is 1e-06, not 1.0...02e-06
+        if best == lo and down >= lo_bound:
+            run(down)
+        elif best == hi and up <= hi_bound:
+            run(up)
+        else:
+            break
+    edge = "low" if best == lo else "high" if best == hi else None
+    return {"C": best, "val": dict(sorted(val.items())), "converged": converged, "C_at_edge": edge}
 
 
 def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0.01, 0.1, 1.0, 10.0, 100.0),
@@ -221,7 +277,8 @@ def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0
             L2-normalised, cosine space).
         train_y: int ``[N]`` class labels.
         test_x: ``[M, D]``; test_y: int ``[M]`` (a label absent from training is always a miss).
-        Cs: the grid of inverse L2 strengths C of :class:`sklearn.linear_model.LogisticRegression`.
+        Cs: the starting grid of inverse L2 strengths C of :class:`sklearn.linear_model.LogisticRegression`,
+            widened until the chosen C is interior (:func:`select_c`).
         val_size: validation rows split off the N (seeded, stratified when every class has >= 2 rows and the
             split can hold every class; otherwise a seeded random split). Ignored when ``val_mask`` is given.
         seed: seed of the split (and ``random_state`` of the regressions).
@@ -229,9 +286,10 @@ def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0
         val_mask: optional bool ``[N]``: the validation rows (VTAB-1k's official ``val200``).
 
     Returns:
-        ``{"top1", "top5" (only with > 5 classes), "C", "val_top1": {"<C>": acc}, "n_train", "n_fit", "n_val",
-        "n_test", "n_classes", "converged", "hits"}``: accuracies are fractions in [0, 1] (pessimistic top-k),
-        ``C`` the chosen value (best validation top-1, ties to the smaller C), ``converged`` whether every fit
+        ``{"top1", "top5" (only with > 5 classes), "C", "C_at_edge", "val_top1": {"<C>": acc}, "n_train", "n_fit",
+        "n_val", "n_test", "n_classes", "converged", "hits"}``: accuracies are fractions in [0, 1] (pessimistic
+        top-k), ``C`` the chosen value (best validation top-1, ties to the smaller C), ``C_at_edge`` None when it is
+        interior to the C values searched (``val_top1``), else ``"low"`` / ``"high"``, ``converged`` whether every fit
         converged within ``max_iter``, ``hits`` the bool ``[M]`` top-1 verdicts. Deterministic for fixed inputs.
 
     Raises:
@@ -248,19 +306,20 @@ def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0
     fit, val = _val_split(y, val_size, seed, val_mask)
     if len(np.unique(y[fit])) < 2:
         raise ValueError(f"vtab_linear_probe: the fitting part ({len(fit)} rows) holds fewer than 2 classes")
-    val_acc, converged = {}, True
-    for C in Cs:
+    def evaluate(C: float) -> tuple[float, bool]:
         clf, ok = _fit(x[fit], y[fit], C, max_iter, seed)
-        val_acc[C] = float(_topk_hits(clf, x[val], y[val], 1).mean())
-        converged &= ok
-    best = _best_c(val_acc)
+        return float(_topk_hits(clf, x[val], y[val], 1).mean()), ok
+
+    sel = select_c(evaluate, Cs)
+    best, val_acc, converged = sel["C"], sel["val"], sel["converged"]
     clf, ok = _fit(x, y, best, max_iter, seed)
     n_classes = len(np.unique(y))
     hits = _topk_hits(clf, xt, yt, 1)
     out = {"top1": float(hits.mean())}
     if n_classes > 5:
         out["top5"] = float(_topk_hits(clf, xt, yt, 5).mean())
-    out.update({"C": best, "val_top1": {f"{c:g}": a for c, a in val_acc.items()}, "n_train": len(x),
+    out.update({"C": best, "C_at_edge": sel["C_at_edge"], "val_top1": {f"{c:g}": a for c, a in val_acc.items()},
+                "n_train": len(x),
                 "n_fit": len(fit), "n_val": len(val), "n_test": len(xt), "n_classes": n_classes,
                 "converged": bool(converged and ok), "hits": hits})
     return out
@@ -303,7 +362,7 @@ def multilabel_map(train_x, train_Y, test_x, test_Y, Cs: Sequence[float] = (0.01
         Cs, max_iter, seed, val_mask: as :func:`vtab_linear_probe`; the ``val_size`` split is seeded (not stratified).
 
     Returns:
-        ``{"map", "C", "val_map": {"<C>": mAP}, "n_train", "n_fit", "n_val", "n_test", "n_classes",
+        ``{"map", "C", "C_at_edge", "val_map": {"<C>": mAP}, "n_train", "n_fit", "n_val", "n_test", "n_classes",
         "n_classes_scored", "p_at_1", "converged", "hits"}``: ``map`` / ``p_at_1`` are fractions; ``hits`` the bool
         ``[M]`` verdicts "the top-scored class is one of the image's labels" (``p_at_1`` their mean; ties
         pessimistic: a tied wrong class wins).
@@ -326,18 +385,19 @@ def multilabel_map(train_x, train_Y, test_x, test_Y, Cs: Sequence[float] = (0.01
     if not Y[val].any():
         raise ValueError(f"multilabel_map: the {len(val)} validation rows hold no positive label; choose a larger "
                          "val_size")
-    val_map, converged = {}, True
-    for C in Cs:
-        s, ok = _ovr_scores(x[fit], Y[fit], x[val], C, max_iter, seed)
-        val_map[C] = _mean_ap(Y[val], s)[0]
-        converged &= ok
-    best = _best_c(val_map)
+    def evaluate(C: float) -> tuple[float, bool]:
+        scores, ok = _ovr_scores(x[fit], Y[fit], x[val], C, max_iter, seed)
+        return _mean_ap(Y[val], scores)[0], ok
+
+    sel = select_c(evaluate, Cs)
+    best, val_map, converged = sel["C"], sel["val"], sel["converged"]
     s, ok = _ovr_scores(x, Y, xt, best, max_iter, seed)
     m_ap, n_scored = _mean_ap(Yt, s)
     top = s.max(axis=1, keepdims=True)
     # pessimistic P@1: a hit only when every class tied at the top score is a true label
     hits = ((s >= top) <= (Yt == 1)).all(axis=1)
-    return {"map": m_ap, "C": best, "val_map": {f"{c:g}": v for c, v in val_map.items()}, "n_train": len(x),
+    return {"map": m_ap, "C": best, "C_at_edge": sel["C_at_edge"],
+            "val_map": {f"{c:g}": v for c, v in val_map.items()}, "n_train": len(x),
             "n_fit": len(fit), "n_val": len(val), "n_test": len(xt), "n_classes": int(Y.shape[1]),
             "n_classes_scored": n_scored, "p_at_1": float(hits.mean()), "converged": bool(converged and ok),
             "hits": hits}
@@ -754,9 +814,9 @@ def score_probe(suite_dir: str | os.PathLike, cache: EmbeddingCache, cfg) -> dic
         cfg: :class:`~concrete_jungle.params.ProbeParams`.
 
     Returns:
-        ``{"available", "reason", "metrics": {task: {"top1", "top5"?, "C", "val_top1", "group"} | {"map", "p_at_1",
-        "C", "val_map", "group"}, "groups": vtab_group_means of each task's top1 / map by group}, "n": {"<task>_train",
-        "<task>_test"}, "verdicts": {task: {test id: top-1 hit}}, "converged": {task: bool},
+        ``{"available", "reason", "metrics": {task: {"top1", "top5"?, "C", "C_at_edge", "val_top1", "group"} |
+        {"map", "p_at_1", "C", "C_at_edge", "val_map", "group"}, "groups": vtab_group_means of each task's top1 / map
+        by group}, "n": {"<task>_train", "<task>_test"}, "verdicts": {task: {test id: top-1 hit}}, "converged": {task: bool},
         "unavailable": {task: reason}}``; accuracies and mAP are fractions.
 
     Raises:
@@ -782,12 +842,12 @@ def score_probe(suite_dir: str | os.PathLike, cache: EmbeddingCache, cfg) -> dic
         if item["kind"] == "multilabel":
             Y = [np.array([np.isin(range(len(item["classes"])), it["labels"]) for it in p]) for p in (train, test)]
             res = multilabel_map(x, Y[0], xt, Y[1], cfg.Cs, cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
-            out["metrics"][name] = {k: res[k] for k in ("map", "p_at_1", "C", "val_map")}
+            out["metrics"][name] = {k: res[k] for k in ("map", "p_at_1", "C", "C_at_edge", "val_map")}
             primary[name] = res["map"]
         else:
             res = vtab_linear_probe(x, [it["label"] for it in train], xt, [it["label"] for it in test], cfg.Cs,
                                     cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
-            out["metrics"][name] = {k: res[k] for k in ("top1", "top5", "C", "val_top1") if k in res}
+            out["metrics"][name] = {k: res[k] for k in ("top1", "top5", "C", "C_at_edge", "val_top1") if k in res}
             primary[name] = res["top1"]
         groups[name] = out["metrics"][name]["group"] = tm["group"]  # the table column it goes to
         out["n"].update({f"{name}_train": len(train), f"{name}_test": len(test)})

@@ -11,11 +11,16 @@ The dataset side and the metric side are separate (:mod:`concrete_jungle.evaluat
 * :func:`retrieval_ranks` / :func:`retrieval_recall` score fixed embeddings (cosine space) and
   :func:`score_retrieval` scores a prepared folder from an :class:`~concrete_jungle.evaluation.suite.EmbeddingCache`.
 
-Every caption of an image is a positive of it. **Image -> text** R@K is the share of images with *any* of their
-captions among the K captions most similar to the image; **text -> image** R@K is the share of captions whose
-image is among the K images most similar to the caption. Ties are ranked **pessimistically**: a wrong candidate
-whose similarity equals the positive's counts as ranked above it (so R@K never profits from a tie, e.g. from two
-images' identical captions or a collapsed encoder).
+Every caption of an image is a positive of it; in the scene world a caption is a positive of **every image it
+truly describes** (``caption_positives``: "a green heart" of all the scenes holding a green heart, under the strict
+semantics captions are generated with), as COCO's five captions are all positives of their image (multi-positive
+R@K, clip_benchmark's ``positive_pairs``). **Image -> text** R@K is the share of images with *any* of their positive
+captions among the K captions most similar to the image; **text -> image** R@K is the share of captions with any of
+their positive images among the K images most similar to the caption. Identical captions then share their
+positives, so an exact tie never sits between a positive and a negative of the same text and R@K does not depend on
+how ties are ordered (issue 29: 2,058 of the world's 4,248 caption rows repeat another image's text). Ties that
+remain (different texts or images with equal similarity, e.g. a collapsed encoder) are ranked **pessimistically**:
+a wrong candidate whose similarity equals the best positive's counts as ranked above it.
 
 Prepared folder (``data/<p>/suites/retrieval/``)::
 
@@ -23,7 +28,8 @@ Prepared folder (``data/<p>/suites/retrieval/``)::
                        "sets": {name: {"available", "reason", "format", "file", "n_images", "n_captions",
                                        "skipped", "n_shared_captions"}}}
     sets/<name>.json  {"set", "format", "image_ids": [I], "images": [I paths], "captions": [T],
-                       "caption_image": [T ints], "skipped": {reason: n}, "scenes"?: {image id: scene dict}}
+                       "caption_image": [T ints], "skipped": {reason: n}, "scenes"?: {image id: scene dict},
+                       "caption_positives"?: [T lists of image rows]}   (scene_world sets; else own image only)
     images/<name>/    the rendered PNGs of a scene_world set (r000001.png, ...)
 """
 
@@ -60,6 +66,7 @@ __all__ = [
     "read_flickr8k_retrieval",
     "read_coco_retrieval",
     "generate_world_retrieval",
+    "world_caption_positives",
     "prepare_retrieval",
     "score_retrieval",
 ]
@@ -74,12 +81,14 @@ _BLOCK = 1 << 23  # similarity entries per block (float64: 64 MiB), so COCO 5k x
 
 class RetrievalData(NamedTuple):
     """One retrieval set (Tab. 3): ``images`` (paths, row order), ``captions`` (row order), ``caption_image`` (for
-    each caption the row of its image) and ``skipped`` (reason -> count, the loaders' reasons)."""
+    each caption the row of its image), ``skipped`` (reason -> count, the loaders' reasons) and
+    ``caption_positives`` (scene_world: every image row each caption truly describes; None: its own image)."""
 
     images: list[str]
     captions: list[str]
     caption_image: list[int]
     skipped: dict[str, int]
+    caption_positives: list[list[int]] | None = None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -98,23 +107,54 @@ def _caption_index(text_image, n_images: int, n_texts: int) -> np.ndarray:
     return ti
 
 
-def retrieval_ranks(image_emb: np.ndarray, text_emb: np.ndarray, text_image) -> tuple[np.ndarray, np.ndarray]:
-    """Pessimistic 0-based rank of the first positive, per image (image -> text) and per caption (text -> image);
+def _positive_matrix(ti: np.ndarray, caption_positives, n_images: int):
+    """Sparse bool ``[T, I]`` of the positive (caption, image) pairs: each caption's own image, and with
+    ``caption_positives`` every image row listed for it (which must include its own)."""
+    from scipy.sparse import csr_matrix
+
+    n_txt = len(ti)
+    if caption_positives is None:
+        rows, cols = np.arange(n_txt), ti
+    else:
+        if len(caption_positives) != n_txt:
+            raise ValueError(f"caption_positives must hold one list of image rows per caption ({n_txt}), got "
+                             f"{len(caption_positives)}")
+        rows = np.repeat(np.arange(n_txt), [len(p) for p in caption_positives])
+        cols = np.fromiter((int(i) for p in caption_positives for i in p), np.int64, count=len(rows))
+        bad = np.flatnonzero((cols < 0) | (cols >= n_images))
+        if len(bad):
+            raise ValueError(f"caption_positives of caption {int(rows[bad[0]])} names image {int(cols[bad[0]])}, "
+                             f"outside 0..{n_images - 1}")
+        own = set(zip(rows.tolist(), cols.tolist()))
+        missing = [j for j in range(n_txt) if (j, int(ti[j])) not in own]
+        if missing:
+            raise ValueError(f"caption_positives of caption {missing[0]} lacks its own image {int(ti[missing[0]])}")
+    return csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(n_txt, n_images))
+
+
+def retrieval_ranks(image_emb: np.ndarray, text_emb: np.ndarray, text_image,
+                    caption_positives=None) -> tuple[np.ndarray, np.ndarray]:
+    """Pessimistic 0-based rank of the best positive, per image (image -> text) and per caption (text -> image);
     the ranks behind R@K (Sec. 3, Tab. 3).
 
     Args:
         image_emb: ``[I, D]`` image embeddings (cosine space: rows are L2-normalised here).
         text_emb: ``[T, D]`` caption embeddings.
         text_image: int array ``[T]``: the image row of each caption (every image needs >= 1 caption).
+        caption_positives: optional ``T`` sequences of image rows: every image each caption truly describes,
+            its own ``text_image`` row included (multi-positive R@K); None: each caption's own image only.
 
     Returns:
-        ``(i2t [I], t2i [T])`` int64: ``i2t[i]`` = number of *other images'* captions whose cosine similarity to
-        image i is >= that of i's best caption; ``t2i[j]`` = number of other images whose similarity to caption j
-        is >= that of j's image. A hit at K is ``rank < K``; ties count against the positive (pessimistic).
+        ``(i2t [I], t2i [T])`` int64: ``i2t[i]`` = number of captions *not* positive for image i whose cosine
+        similarity to it is >= that of its best positive caption; ``t2i[j]`` = number of images not positive for
+        caption j whose similarity to it is >= that of its best positive image. A hit at K is ``rank < K``; ties
+        with a negative count against the positive (pessimistic); ties among positives do not matter.
 
     Raises:
         ValueError: no image or caption, bad embeddings (:func:`~concrete_jungle.evaluation.suite.check_embeddings`,
-            widths that differ), a ``text_image`` entry outside ``0..I-1``, or an image without caption (named).
+            widths that differ), a ``text_image`` entry outside ``0..I-1``, an image without caption (named),
+            ``caption_positives`` of the wrong length, naming an image outside ``0..I-1`` or leaving out a
+            caption's own image (named).
     """
     img = check_embeddings("image_emb", image_emb)
     txt = check_embeddings("text_emb", text_emb, img.shape[1])
@@ -125,20 +165,20 @@ def retrieval_ranks(image_emb: np.ndarray, text_emb: np.ndarray, text_image) -> 
     lonely = np.flatnonzero(np.bincount(ti, minlength=n_img) == 0)
     if len(lonely):
         raise ValueError(f"image {int(lonely[0])} has no caption: its image->text recall is undefined")
-    i2t = np.empty(n_img, np.int64)
-    step = max(1, _BLOCK // n_txt)
-    for s in range(0, n_img, step):
-        sims = img[s:s + step] @ txt.T  # [B, T]
-        pos = ti[None, :] == np.arange(s, s + len(sims))[:, None]
-        best = np.where(pos, sims, -np.inf).max(axis=1)
-        i2t[s:s + len(sims)] = ((sims >= best[:, None]) & ~pos).sum(axis=1)
-    t2i = np.empty(n_txt, np.int64)
-    step = max(1, _BLOCK // n_img)
-    for s in range(0, n_txt, step):
-        sims = txt[s:s + step] @ img.T  # [B, I]
-        own = sims[np.arange(len(sims)), ti[s:s + step]]
-        t2i[s:s + len(sims)] = (sims >= own[:, None]).sum(axis=1) - 1  # the own image is >= itself once
-    return i2t, t2i
+    pos_ti = _positive_matrix(ti, caption_positives, n_img)  # [T, I]
+    pos_it = pos_ti.T.tocsr()  # [I, T]
+
+    def ranks(query: np.ndarray, cand: np.ndarray, positive) -> np.ndarray:
+        out = np.empty(len(query), np.int64)
+        step = max(1, _BLOCK // len(cand))
+        for s in range(0, len(query), step):
+            sims = query[s:s + step] @ cand.T  # [B, candidates]
+            pos = positive[s:s + step].toarray()
+            best = np.where(pos, sims, -np.inf).max(axis=1)
+            out[s:s + len(sims)] = ((sims >= best[:, None]) & ~pos).sum(axis=1)
+        return out
+
+    return ranks(img, txt, pos_it), ranks(txt, img, pos_ti)
 
 
 def _check_ks(ks: Iterable[int]) -> list[int]:
@@ -156,7 +196,8 @@ def _recalls(i2t: np.ndarray, t2i: np.ndarray, ks: Sequence[int]) -> dict:
     return out
 
 
-def retrieval_recall(image_emb: np.ndarray, text_emb: np.ndarray, text_image, ks: Iterable[int] = (1, 5, 10)) -> dict:
+def retrieval_recall(image_emb: np.ndarray, text_emb: np.ndarray, text_image, ks: Iterable[int] = (1, 5, 10),
+                     caption_positives=None) -> dict:
     """Image -> text and text -> image Recall@K with several captions per image (paper Sec. 3, Tab. 3).
 
     Args:
@@ -164,6 +205,7 @@ def retrieval_recall(image_emb: np.ndarray, text_emb: np.ndarray, text_image, ks
         text_emb: ``[T, D]`` caption embeddings.
         text_image: int array ``[T]``, the image row of each caption.
         ks: the cut-offs K (distinct positive ints; a K above the candidate count gives 1.0).
+        caption_positives: every image each caption truly describes (:func:`retrieval_ranks`); None: its own.
 
     Returns:
         ``{"i2t": {"R@K": f}, "t2i": {"R@K": f}, "rsum": f, "mean_recall": f}``: recalls are fractions in [0, 1]
@@ -174,7 +216,7 @@ def retrieval_recall(image_emb: np.ndarray, text_emb: np.ndarray, text_image, ks
         ValueError: bad ``ks``, or as :func:`retrieval_ranks`.
     """
     ks = _check_ks(ks)
-    return _recalls(*retrieval_ranks(image_emb, text_emb, text_image), ks)
+    return _recalls(*retrieval_ranks(image_emb, text_emb, text_image, caption_positives), ks)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -301,7 +343,9 @@ def generate_world_retrieval(world_cfg, n_images: int, image_dir: str | os.PathL
         max_draws: give up after this many draws (default ``50 * n_images + 1000``).
 
     Returns:
-        ``(RetrievalData, scenes)``: ``scenes`` maps the file name (``r000001.png``) to the scene dict.
+        ``(RetrievalData, scenes)``: ``scenes`` maps the file name (``r000001.png``) to the scene dict; the data's
+        ``caption_positives`` lists for each caption every scene it truly describes
+        (:func:`world_caption_positives`).
 
     Raises:
         ValueError: ``n_images`` < 2. RuntimeError: ``max_draws`` draws gave fewer than ``n_images`` new scenes.
@@ -316,7 +360,7 @@ def generate_world_retrieval(world_cfg, n_images: int, image_dir: str | os.PathL
     excluded, used, skipped = set(exclude_signatures), set(), Counter()
     image_dir = Path(image_dir)
     image_dir.mkdir(parents=True, exist_ok=True)
-    images, captions, caption_image, scenes = [], [], [], {}
+    images, captions, caption_image, scenes, drawn = [], [], [], {}, []
     draw = 0
     while len(images) < n_images:
         if draw >= max_draws:
@@ -334,10 +378,57 @@ def generate_world_retrieval(world_cfg, n_images: int, image_dir: str | os.PathL
         fname = f"r{len(images) + 1:06d}.png"
         render_scene(scene, world_cfg).save(image_dir / fname, format="PNG", optimize=False, compress_level=1)
         scenes[fname] = scene.to_dict()
+        drawn.append(scene)
         captions += texts
         caption_image += [len(images)] * len(texts)
         images.append((image_dir / fname).as_posix())
-    return RetrievalData(images, captions, caption_image, dict(sorted(skipped.items()))), scenes
+    positives = world_caption_positives(captions, caption_image, drawn, world_cfg)
+    return RetrievalData(images, captions, caption_image, dict(sorted(skipped.items())), positives), scenes
+
+
+def world_caption_positives(captions: Sequence[str], caption_image: Sequence[int], scenes: Sequence,
+                            world_cfg) -> list[list[int]]:
+    """Every scene each caption truly describes: the positives of multi-positive R@K on a scene_world set.
+
+    A caption is parsed once per distinct text (:func:`~concrete_jungle.corpus.scene_world.captions.parse_caption`)
+    and checked against every scene under the strict semantics captions are generated with
+    (:func:`~concrete_jungle.corpus.scene_world.captions.spec_holds`, ``strict=True``); scenes lacking one of its
+    words are passed over unchecked.
+
+    Args:
+        captions: ``T`` caption texts; caption_image: their ``T`` image rows.
+        scenes: the ``I`` :class:`~concrete_jungle.corpus.scene_world.graph.Scene` objects, in row order.
+        world_cfg: the :class:`~concrete_jungle.params.WorldConfig`.
+
+    Returns:
+        ``T`` sorted lists of scene rows, each holding its own ``caption_image`` row.
+
+    Raises:
+        ValueError: a caption outside the world's grammar (named), or one false of its own scene (named).
+    """
+    from concrete_jungle.corpus.scene_world.captions import _words_of, parse_caption, spec_holds
+
+    having: dict[tuple[str, str], set[int]] = {}
+    for row, scene in enumerate(scenes):
+        for o in scene.objects:
+            for kind in ("shape", "size", "colour", "material"):
+                having.setdefault((kind, getattr(o, kind)), set()).add(row)
+    everyone = set(range(len(scenes)))
+    by_text: dict[str, list[int]] = {}
+    out = []
+    for j, (text, own) in enumerate(zip(captions, caption_image)):
+        if text not in by_text:
+            spec = parse_caption(text, world_cfg)
+            cand = set(everyone)
+            for m in spec.mentions:
+                for kw in _words_of(m, None):
+                    cand &= having.get(kw, set())
+            by_text[text] = sorted(r for r in cand if spec_holds(scenes[r], spec, strict=True))
+        rows = by_text[text]
+        if own not in rows:
+            raise ValueError(f"caption {j} ({text!r}) is not true of its own scene (row {own})")
+        out.append(rows)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -423,13 +514,17 @@ def prepare_retrieval(cfg, world_cfg, out_dir: str | os.PathLike, seed: int,
                 "caption_image": data.caption_image, "skipped": data.skipped}
         if scenes is not None:
             item["scenes"] = scenes
+        if data.caption_positives is not None:
+            item["caption_positives"] = data.caption_positives
         write_json(out_dir / "sets" / f"{name}.json", item)
         images.update(data.images)
         texts.update(data.captions)
         sets[name] = {"available": True, "reason": None, "format": s.format, "file": f"sets/{name}.json",
                       "n_images": len(data.images), "n_captions": len(data.captions), "skipped": data.skipped,
-                      # caption rows whose text also captions another image of the set (a t2i ceiling below 1)
-                      "n_shared_captions": sum(1 for c in data.captions if shared[c] > 1)}
+                      # caption rows whose text also captions another image of the set
+                      "n_shared_captions": sum(1 for c in data.captions if shared[c] > 1),
+                      # caption rows with more than one positive image (scene_world: true of several scenes)
+                      "n_multi_positive_captions": sum(1 for p in data.caption_positives or () if len(p) > 1)}
     ks = list(cfg.ks)
     if any(v["available"] for v in sets.values()):
         meta = {"suite": "retrieval", "available": True, "reason": None, "images": sorted(images),
@@ -451,9 +546,12 @@ def score_retrieval(suite_dir: str | os.PathLike, cache: EmbeddingCache, ks: Ite
 
     Returns:
         ``{"available", "reason", "metrics": {set: retrieval_recall dict}, "n": {"<set>_images": I,
-        "<set>_captions": T}, "verdicts": {set: {"i2t": {image id: hit@1}, "t2i": {"<image id>#<k>": hit@1}}},
+        "<set>_captions": T, "<set>_positive_pairs": P}, "verdicts": {set: {"i2t": {image id: hit@1},
+        "t2i": {"<image id>#<k>": hit@1}}},
         "unavailable": {set: reason}}`` (caption ids: the k-th caption, from 0, of that image); recalls are
         fractions. An unavailable suite gives empty metrics and its reason.
+
+    A set with ``caption_positives`` (scene_world) is scored multi-positive (:func:`retrieval_ranks`).
 
     Raises:
         FileNotFoundError: the suite was never prepared. KeyError: an input the cache lacks.
@@ -471,10 +569,13 @@ def score_retrieval(suite_dir: str | os.PathLike, cache: EmbeddingCache, ks: Ite
         if not sm["available"]:
             continue
         item = read_json(suite_dir / sm["file"])
-        i2t, t2i = retrieval_ranks(cache.image(item["images"]), cache.text(item["captions"]), item["caption_image"])
+        positives = item.get("caption_positives")
+        i2t, t2i = retrieval_ranks(cache.image(item["images"]), cache.text(item["captions"]), item["caption_image"],
+                                   positives)
         out["metrics"][name] = _recalls(i2t, t2i, ks)
         out["n"][f"{name}_images"] = len(i2t)
         out["n"][f"{name}_captions"] = len(t2i)
+        out["n"][f"{name}_positive_pairs"] = sum(map(len, positives)) if positives is not None else len(t2i)
         ids = item["image_ids"]
         seen: Counter = Counter()
         cap_ids = []
