@@ -521,24 +521,30 @@ def table2(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
 
 
 def _probe_c_note(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str]) -> str | None:
-    """A note on the probes' chosen C (issue 29): how many fits chose a C interior to the grid searched, and
-    which were still at an edge (``C_at_edge``: the search reached its bound). None without a recorded C."""
-    fits, edges = 0, []
+    """A note on the probes' chosen C (issue 29): how many fits the search for C left at a bound of the search while
+    that end of the grid was still strictly best (``C_at_edge``), and how many fits predate the search (a result with
+    a ``C`` but no ``C_at_edge`` key: a fixed grid, whose choice may be an end of it). None without a recorded C."""
+    searched, older, edges = 0, 0, []
     for model in models:
         res = (results.get("probe") or {}).get(model) or {}
         if not res.get("available", True):
             continue
         for task, entry in _probe_tasks(res.get("metrics") or {}).items():
-            if isinstance(entry, Mapping) and "C" in entry:
-                fits += 1
-                if entry.get("C_at_edge"):
+            if not (isinstance(entry, Mapping) and "C" in entry):
+                continue
+            if "C_at_edge" not in entry:
+                older += 1
+            else:
+                searched += 1
+                if entry["C_at_edge"]:
                     edges.append(f"{model} / {task} (C = {entry['C']:g}, {entry['C_at_edge']})")
-    if not fits:
-        return None
-    if not edges:
-        return f"Linear probes: the chosen C is interior to the searched grid in all {fits} fits."
-    return (f"Linear probes: the chosen C is at an edge of the searched grid (its bound reached) in {len(edges)} of "
-            f"{fits} fits: " + "; ".join(edges) + ".")
+    notes = []
+    if searched:
+        notes.append(f"Linear probes: the search for C stopped at its bound, that end still the best, in {len(edges)} "
+                     f"of {searched} fits" + (": " + "; ".join(edges) if edges else "") + ".")
+    if older:
+        notes.append(f"{older} probe fits predate the search for C (a fixed grid; their C may be an end of it).")
+    return " ".join(notes) or None
 
 
 def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], base: str = "base") -> tuple[str, str]:
@@ -554,7 +560,7 @@ def table3(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
     suite, task or set shows "—" with a footnote giving its recorded reason. A note quotes the paper's trade-off
     (Cement + D_hc trade general representation for compositional accuracy; Sec. 3.2: N = 256 instead of 1024 costs
     2.16 % relative in general representation and 1.18 % in compositional understanding), and another how many
-    probe fits chose a C at an edge of the searched grid (``C_at_edge``).
+    probe fits the search for C left at its bound (``C_at_edge``) or predate the search.
 
     Args:
         results: ``{suite: {model: result JSON}}`` with suites ``probe`` and / or ``retrieval``. Probe metrics

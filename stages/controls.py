@@ -77,6 +77,24 @@ def _distinct(profiles: list[Params], key: str, values: list) -> None:
                          + ", ".join(f"{p.profile}={v}" for p, v in zip(profiles, values)))
 
 
+def _require_inputs(profiles: list[Params], models: list[str]) -> None:
+    """Refuse to gather before the gathered pipelines have run (issue 22): every profile must hold each model's
+    SugarCrepe result (``metrics/<p>/evaluate/sugarcrepe/<m>.json``) and verdicts (``data/<p>/verdicts/sugarcrepe/
+    <m>.json``); :func:`analysis.tables.read_results` leaves absent files out, which would gather a partial grid.
+
+    Raises:
+        FileNotFoundError: naming the absent files (the first 5, and how many) and the pipelines to run first."""
+    absent = [(p, path) for p in profiles for m in models
+              for path in (p.metrics_dir / "evaluate" / "sugarcrepe" / f"{m}.json",
+                           p.data_dir / "verdicts" / "sugarcrepe" / f"{m}.json") if not path.exists()]
+    if absent:
+        runs = sorted({"dvc repro" if p.profile == "world" else f"dvc repro pipelines/{p.profile}/dvc.yaml"
+                       for p, _ in absent})
+        raise FileNotFoundError(
+            f"controls: {len(absent)} input file(s) of the gathered pipelines are absent, e.g. "
+            + ", ".join(path.as_posix() for _, path in absent[:5]) + "; run first: " + "; ".join(runs))
+
+
 def run_seeds(profiles: list[Params], what: str = "seeds") -> dict:
     """Seed spread of a grid (one profile per seed), written as ``metrics/controls/<what>.json`` and
     ``reports/controls/<what>.md`` (``seeds`` the world, ``real_seeds`` the real profile). The first profile may
@@ -87,12 +105,14 @@ def run_seeds(profiles: list[Params], what: str = "seeds") -> dict:
 
     Raises:
         ValueError: two profiles with the same seed, added seeds whose grids differ or leave the first profile's,
-            no fine-tune common to every profile, or profiles with different benchmark sources."""
+            no fine-tune common to every profile, or profiles with different benchmark sources.
+        FileNotFoundError: a gathered pipeline's results absent (:func:`_require_inputs`)."""
     _distinct(profiles, "seed", [p.seed for p in profiles])
     models, partial = _seed_grid(profiles)
     sources = {p.benchmark.source for p in profiles}
     if len(sources) != 1:
         raise ValueError(f"controls: the gathered profiles score different benchmarks: {sorted(sources)}")
+    _require_inputs(profiles, models)
     clear_outputs(METRICS / f"{what}.json", REPORTS / f"{what}.md")
     runs = {f"seed {p.seed}": (read_results(p.metrics_dir / "evaluate", models),
                                read_verdicts(p.data_dir / "verdicts", models)) for p in profiles}
@@ -114,7 +134,8 @@ def run_concreteness_source(profiles: list[Params]) -> dict:
 
     Raises:
         ValueError: two profiles with the same source, different seeds (the runs must share scenes and base model),
-            or no ConcreteBatch fine-tune common to every profile."""
+            or no ConcreteBatch fine-tune common to every profile.
+        FileNotFoundError: a gathered pipeline's results absent (:func:`_require_inputs`)."""
     sources = [p.concreteplant.concreteness for p in profiles]
     _distinct(profiles, "concreteplant.concreteness", sources)
     if len({p.seed for p in profiles}) != 1:
@@ -122,6 +143,7 @@ def run_concreteness_source(profiles: list[Params]) -> dict:
                          + ", ".join(f"{p.profile}={p.seed}" for p in profiles))
     common, _ = _common_grid(profiles)
     models = [m for m in common if m != "base" and m not in profiles[0].train.baselines]
+    _require_inputs(profiles, ["base", *models])
     base = [read_verdicts(p.data_dir / "verdicts", ["base"]).get("sugarcrepe", {}).get("base") for p in profiles]
     if any(b is None or b != base[0] for b in base):
         raise ValueError("controls: the concreteness sources must share the base model and the benchmark, but the "
@@ -146,9 +168,11 @@ def run_batch_size(profiles: list[Params]) -> dict:
     """Batch size in training over the ``world_n<N>`` profiles; returns the metrics written.
 
     Raises:
-        ValueError: two profiles with the same ``train.batch_size``, or different grids."""
+        ValueError: two profiles with the same ``train.batch_size``, or different grids.
+        FileNotFoundError: a gathered pipeline's results absent (:func:`_require_inputs`)."""
     _distinct(profiles, "train.batch_size", [p.train.batch_size for p in profiles])
     models = [m for m in _same_grid(profiles) if m != "base"]
+    _require_inputs(profiles, models)
     clear_outputs(METRICS / "batch_size.json", REPORTS / "batch_size.md", REPORTS / "fig6_training.png")
     runs = {p.train.batch_size: (read_results(p.metrics_dir / "evaluate", models),
                                  read_verdicts(p.data_dir / "verdicts", models),

@@ -226,3 +226,30 @@ def test_controls_depend_on_the_exact_outputs_of_the_gathered_pipelines():
     gathered = [d for d in seeds["deps"] if d.startswith(("metrics/world/", "data/world/"))]
     assert "metrics/world/evaluate/sugarcrepe" in gathered and "data/world/verdicts/heldout" in gathered
     assert set(gathered) <= outs
+
+
+def test_controls_refuse_to_gather_before_the_gathered_pipelines_ran(tmp_path, monkeypatch):
+    # issue 22: read_results leaves absent files out, so a gather before `dvc repro` of a seed pipeline used to
+    # write a partial grid; now it names the absent inputs and the pipelines to run, and writes nothing
+    stage = _controls_stage()
+    profiles = [load_params(lineage.REPO / f) for f in lineage.SEED_PROFILES]
+    monkeypatch.chdir(tmp_path)
+    models = ["base", "clip"]
+    for p in profiles[:-1]:
+        for m in models:
+            for path in (p.metrics_dir / "evaluate" / "sugarcrepe" / f"{m}.json",
+                         p.data_dir / "verdicts" / "sugarcrepe" / f"{m}.json"):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("{}")
+    last = profiles[-1].profile
+    with pytest.raises(FileNotFoundError, match=rf"controls: 4 input file\(s\) of the gathered pipelines are absent, "
+                                                rf"e\.g\. metrics/{last}/evaluate/sugarcrepe/base\.json, "
+                                                rf"data/{last}/verdicts/sugarcrepe/base\.json.*; run first: dvc repro "
+                                                rf"pipelines/{last}/dvc\.yaml$"):
+        stage._require_inputs(profiles, models)
+    stage._require_inputs(profiles[:-1], models)  # all present: no error
+    # the seed spread gathers the whole grid, whose fine-tunes no profile holds here
+    with pytest.raises(FileNotFoundError, match=r"run first: dvc repro; dvc repro pipelines/world_seed1/dvc\.yaml; "
+                                                r"dvc repro pipelines/world_seed2/dvc\.yaml$"):
+        stage.run_seeds(profiles)
+    assert not (tmp_path / "metrics" / "controls").exists() and not (tmp_path / "reports").exists()

@@ -147,14 +147,29 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     changed = yaml.safe_load((work / "params.yaml").read_text())
     changed["margin"]["tau"] = 0.3
     (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-    assert _stale(work) == {f"train_margin@{loss}" for loss in t["margin_losses"]} | {"gradient_ratio"}
+    # (and the pre-flight of the params file, which every stage runs after: issue 22)
+    assert _stale(work) == {f"train_margin@{loss}" for loss in t["margin_losses"]} | {"gradient_ratio",
+                                                                                      "check_params"}
     _run(["git", "checkout", "--", "params.yaml", "pipelines/real/params.yaml"], work)
+
+    # 2b. a misspelt key stales no stage that reads params, yet `dvc repro` names it before any stage runs
+    changed = yaml.safe_load((work / "params.yaml").read_text())
+    changed["margin"]["tua"] = 0.3
+    (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    proc = subprocess.run(["dvc", "repro"], cwd=work, env=_env(), capture_output=True, text=True)
+    assert proc.returncode != 0 and "margin.tua: Extra inputs are not permitted" in proc.stdout + proc.stderr
+    ran_stages = {line.split("'")[1] for line in proc.stdout.splitlines() if line.startswith("Running stage")}
+    assert ran_stages == {"check_params"}, proc.stdout
+    _run(["git", "checkout", "--", "params.yaml"], work)
+    # DVC removed the marker before the failed run: the next repro re-makes it, the same bytes, and nothing else
+    ran = _run(["dvc", "repro"], work)
+    assert {line.split("'")[1] for line in ran.splitlines() if line.startswith("Running stage")} == {"check_params"}
 
     # 3. one suite's params: only that suite's scoring (then the report)
     changed = yaml.safe_load((work / "params.yaml").read_text())
     changed["evaluate"]["retrieval"]["ks"] = [1, 2]
     (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
-    assert _stale(work) == {"score_retrieval"}
+    assert _stale(work) == {"score_retrieval", "check_params"}
     _run(["git", "checkout", "--", "params.yaml"], work)
 
     # 4. an evaluation module: only the stages that run it (benchmark preparation and scoring)

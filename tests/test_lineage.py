@@ -67,6 +67,20 @@ def test_params_are_tracked_by_key():
             assert "." in key or key in ("seed", "profile"), f"{name} tracks a whole section: {key}"
 
 
+def test_every_stage_runs_after_the_pre_flight_of_its_params_file():
+    """Issue 22: ``check_params`` depends on the whole params file and every other stage on its marker, so a
+    changed params file is validated (unknown and missing keys named) before any stage of the pipeline runs."""
+    for params_file, dvc_yaml in lineage.PROFILE_FILES.items():
+        stages = yaml.safe_load((REPO / dvc_yaml).read_text())["stages"]
+        marker = f"data/{load_params(REPO / params_file).profile}/params_checked.txt"
+        check = stages["check_params"]
+        assert params_file in check["deps"] and check["outs"] == [marker], dvc_yaml
+        assert "src/concrete_jungle/params.py" in check["deps"]
+        late = [name for name, st in stages.items() if name != "check_params"
+                and marker not in st.get("do", st)["deps"]]
+        assert not late, f"{dvc_yaml}: {late} may run before the params file is checked"
+
+
 def test_real_stages_depend_on_their_source_data():
     stages = yaml.safe_load((REPO / "pipelines/real/dvc.yaml").read_text())["stages"]
     assert "../shared/data/coco/annotations/captions_val2017.json" in stages["corpus"]["deps"]

@@ -38,10 +38,10 @@ def test_separable_probe_is_perfect_and_deterministic():
     xt, yt = _blobs(rng, 10, centres)
     r = P.vtab_linear_probe(x, y, xt, yt, CS, val_size=15, seed=0)
     assert r["top1"] == 1.0 and "top5" not in r  # 3 classes: no top-5
-    # every C is perfect on validation: the tie goes to the smallest C, so the grid widens down to C_BOUNDS[0]
-    # (the tiny weights still point the right way) and says the choice is at its low edge
-    assert r["C"] == P.C_BOUNDS[0] == 1e-6 and r["C_at_edge"] == "low"
-    assert list(r["val_top1"]) == ["1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "10", "100"]
+    # every C is perfect on validation: a plateau, so the grid is not widened (no end is strictly best), the tie
+    # goes to the smallest C and the choice is not flagged as cut off by a bound
+    assert r["C"] == min(CS) and r["C_at_edge"] is None
+    assert list(r["val_top1"]) == [f"{c:g}" for c in sorted(CS)]
     assert set(r["val_top1"].values()) == {1.0}
     assert (r["n_train"], r["n_fit"], r["n_val"], r["n_test"], r["n_classes"]) == (60, 45, 15, 30, 3)
     assert r["hits"].dtype == bool and r["hits"].all() and r["converged"]
@@ -72,8 +72,8 @@ def test_refit_uses_all_training_rows():
     val[:5] = True  # 5 of the class-0 rows
     xt, yt = _blobs(rng, 5, centres)
     r = P.vtab_linear_probe(x, y, xt, yt, [0.1, 1.0], val_size=10, seed=0, val_mask=val)
-    # 0.1 ties 1 and is the grid's bottom: 0.01 scores 0 (it predicts the fitting part's majority, class 1)
-    assert r["val_top1"] == {"0.01": 0.0, "0.1": 1 / 3, "1": 1 / 3} and r["C"] == 0.1 and r["C_at_edge"] is None
+    # 0.1 ties 1: a plateau, no end strictly best, so the grid is not widened and the tie goes to 0.1
+    assert r["val_top1"] == {"0.1": 1 / 3, "1": 1 / 3} and r["C"] == 0.1 and r["C_at_edge"] is None
     assert (r["n_fit"], r["n_val"], r["n_train"]) == (15, 15, 30)
     assert r["top1"] == 1.0 and r["hits"][yt == 2].all()
 
@@ -97,10 +97,24 @@ def test_select_c_widens_until_the_choice_is_interior():
     # a score that keeps rising stops at the bound and says so
     r = P.select_c(lambda C: (C, True), [0.1, 1.0, 10.0], bounds=(1e-6, 1e3))
     assert r["C"] == 1e3 and r["C_at_edge"] == "high" and list(r["val"]) == [0.1, 1.0, 10.0, 100.0, 1000.0]
+    # a one-value grid is widened once each way; a flat score is a plateau: no further widening, not flagged
     r = P.select_c(lambda C: (1.0, True), [1.0], bounds=(0.01, 100.0))
-    assert r["C"] == 0.01 and r["C_at_edge"] == "low" and list(r["val"]) == [0.01, 0.1, 1.0]
+    assert r["C"] == 0.1 and r["C_at_edge"] is None and list(r["val"]) == [0.1, 1.0, 10.0]
+    # a plateau reaching the low end after a strict rise: widening stops at the first tie (the old rule, "ties to the
+    # smaller C, widen while the best is an end", walked down to the bound and flagged "low")
+    r = P.select_c(lambda C: (min(C, 1.0), True), [1.0, 10.0, 100.0])
+    assert r["C"] == 1.0 and r["C_at_edge"] is None and list(r["val"]) == [1.0, 10.0, 100.0]
+    r = P.select_c(lambda C: (-C, True), [1.0, 10.0], bounds=(0.01, 100.0))
+    assert r["C"] == 0.01 and r["C_at_edge"] == "low" and list(r["val"]) == [0.01, 0.1, 1.0, 10.0]
+    # a step too small to move in 12 significant digits ends the search instead of looping on the same C
+    r = P.select_c(lambda C: (C, True), [1.0], step=1 + 1e-14)
+    assert list(r["val"]) == [1.0] and r["C_at_edge"] == "low"
     with pytest.raises(ValueError, match="bounds"):
         P.select_c(lambda C: (1.0, True), [1.0], bounds=(1.0, 0.1))
+    with pytest.raises(ValueError, match=r"the validation score at C = 10 is nan"):
+        P.select_c(lambda C: (float("nan") if C > 1 else 1.0, True), [1.0, 10.0])
+    with pytest.raises(ValueError, match="distinct to 6 significant digits"):  # both would be the metrics' key "1"
+        P.select_c(lambda C: (1.0, True), [1.0, 1.0000001])
 
 
 def test_top5_on_six_classes_by_hand():
@@ -145,9 +159,10 @@ def test_multilabel_map_by_hand():
     # A ranks the test images 1, 2, 3, 4 = pos, neg, pos, neg: AP = (1/1 + 2/3) / 2 = 5/6
     # B ranks them 2, 3, 1, 4 = pos, neg, neg, pos: AP = (1/1 + 2/4) / 2 = 3/4
     assert r["map"] == pytest.approx((5 / 6 + 3 / 4) / 2)
-    # the ranking, so every AP, is the same at any C: the 4 validation rows tie (mAP 1) and the search widens down
-    assert r["n_classes_scored"] == 2 and r["C"] == 1e-6 and r["C_at_edge"] == "low"
-    assert list(r["val_map"]) == ["1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1"]
+    # the ranking, so every AP, is the same at any C: the one-value grid is widened once each way, the 4 validation
+    # rows tie (mAP 1), a plateau, and the tie goes to the smallest C
+    assert r["n_classes_scored"] == 2 and r["C"] == 0.1 and r["C_at_edge"] is None
+    assert list(r["val_map"]) == ["0.1", "1", "10"]
     # P@1: image 1 -> A (right), 2 -> B (right), 3 -> B (wrong), 4 ties A and B (pessimistic: wrong)
     assert r["hits"].tolist() == [True, True, False, False] and r["p_at_1"] == 0.5
     # a class with no positive test image is left out of the mean
@@ -412,10 +427,8 @@ def test_score_probe_on_label_encoding_embeddings(tmp_path):
     for a in ATTRS:
         m = out["metrics"][a]
         assert m["top1"] == 1.0 and out["n"][f"{a}_train"] == 80 and m["group"] == "other"
-        # every C of the grid [10, 100] is perfect: the search widens down to the first C that scores worse, and
-        # chooses the smallest perfect one, interior
-        assert m["C"] < 10 and m["C_at_edge"] is None and m["val_top1"][f"{m['C']:g}"] == 1.0
-        assert m["val_top1"][f"{m['C'] / 10:g}"] < 1.0
+        # every C of the grid [10, 100] is perfect: a plateau, not widened, the tie to the smaller C
+        assert m["C"] == 10 and m["C_at_edge"] is None and m["val_top1"] == {"10": 1.0, "100": 1.0}
         assert ("top5" in m) == (len(blocks[a]) > 5)
         assert len(out["verdicts"][a]) == 12 and all(out["verdicts"][a].values())
     assert out["metrics"]["groups"] == {"other": 1.0}
@@ -462,7 +475,7 @@ def test_real_cifar10_vtab1k_sampling(shared_data, tmp_path):
 def test_probe_grid_is_refused_at_start_up_by_the_scorer_s_rule():
     # issue 22 item 3: what the scorer would refuse (a repeated C, a C outside the search's bounds) is refused when
     # the params load, naming the key
-    for bad in ([1.0, 1.0], [0.0, 1.0], [1e-7], [1e7]):
+    for bad in ([1.0, 1.0], [0.0, 1.0], [1e-7], [1e7], [1.0, 1.0000001]):
         with pytest.raises(ValueError, match=r"evaluate.probe.Cs must be distinct values within 1e-06 \.\. 1e\+06"):
             ProbeParams(Cs=bad)
     assert ProbeParams(Cs=[1e-6, 1e6]).Cs == [1e-6, 1e6] and P.C_BOUNDS == (1e-6, 1e6)

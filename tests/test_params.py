@@ -160,3 +160,38 @@ def test_control_arms_and_binding_rewriter_params_are_checked():
     assert RewriterParams(prefer_in_caption=True).prefer_in_caption
     with pytest.raises(ValidationError, match="prefer_in_caption is a lexical-backend option; backend 'vllm'"):
         RewriterParams(backend="vllm", prefer_in_caption=True)
+
+
+def test_a_key_left_out_is_named_even_where_the_class_has_a_default(tmp_path):
+    # issue 22: a stage run directly used to fill a deleted key with the class default behind the user's back
+    raw = yaml.safe_load(PARAMS.read_text())
+    del raw["train"]["lr"]
+    del raw["evaluate"]["probe"]["tasks"]["shape"]["group"]
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ParamsError, match=r"train\.lr: missing key; evaluate\.probe\.tasks\.shape\.group: missing "
+                                          r"key \(every key a stage reads is written"):
+        load_params(bad)
+    # the committed profiles set every key
+    from concrete_jungle.params import unset_keys
+    assert unset_keys(load_params(PARAMS)) == [] and unset_keys(load_params(REAL)) == []
+
+
+def test_the_pre_flight_stage_names_an_unknown_key_and_writes_a_constant_marker(tmp_path):
+    script = str(REPO / "stages" / "check_params.py")
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["margin"]["tua"] = 0.3  # a misspelt key: no stage reads it, so no stage would re-run
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    proc = subprocess.run([sys.executable, script, "--params", str(bad)], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode != 0 and "margin.tua: Extra inputs are not permitted" in proc.stderr
+    assert not (tmp_path / "data").exists()
+    markers = []
+    for tau in (0.1, 0.3):
+        raw = yaml.safe_load(PARAMS.read_text())
+        raw["margin"]["tau"] = tau
+        good = tmp_path / f"good{tau}.yaml"
+        good.write_text(yaml.safe_dump(raw))
+        subprocess.run([sys.executable, script, "--params", str(good)], cwd=tmp_path, check=True, capture_output=True)
+        markers.append((tmp_path / "data" / "world" / "params_checked.txt").read_bytes())
+    assert markers[0] == markers[1] and b"validated" in markers[0]  # a valid edit stales nothing by itself

@@ -71,6 +71,9 @@ def test_multi_positive_ranks_by_hand():
         R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 1]])
     with pytest.raises(ValueError, match="names image 2, outside 0..1"):
         R.retrieval_ranks(img, txt, [0, 1], caption_positives=[[0, 2], [1]])
+    for bad in ([0, 1.5], ["0"], 1, [True]):  # named, never cast (1.5 -> 1 would make a wrong positive)
+        with pytest.raises(ValueError, match="caption_positives of caption 0 must be a list of integer image rows"):
+            R.retrieval_ranks(img, txt, [0, 1], caption_positives=[bad, [1]])
 
 
 def _clip_benchmark_recall(img, txt, positives, ks):
@@ -113,12 +116,8 @@ def test_world_recall_does_not_depend_on_tie_order(tmp_path):
     txt = np.stack([vocab[t] + 0.0 for t in d.captions])
     ks = [1, 5]
     base = R.retrieval_recall(img, txt, d.caption_image, ks, d.caption_positives)
-    perm_i, perm_t = rng.permutation(60), rng.permutation(len(d.captions))
-    new_row = np.argsort(perm_i)  # old image row -> new row
-    shuffled = R.retrieval_recall(img[perm_i], txt[perm_t], new_row[np.asarray(d.caption_image)[perm_t]], ks,
-                                  [[int(new_row[i]) for i in d.caption_positives[j]] for j in perm_t])
-    assert shuffled == base
-    # clip_benchmark's topk breaks the exact ties its own way, and still agrees
+    # clip_benchmark's topk breaks the exact ties its own way, and still agrees: identical texts share their
+    # positives, so every exact tie falls among positives, where its order does not matter
     theirs = _clip_benchmark_recall(img, txt, d.caption_positives, ks)
     for direction in ("i2t", "t2i"):
         assert base[direction] == pytest.approx(theirs[direction], abs=1e-6)

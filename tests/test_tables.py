@@ -116,10 +116,10 @@ def test_latex_escaping():
 
 
 def _probe(x, *, eurosat=True):
-    tasks = {"imagenet": {"top1": x, "top5": x + 0.3, "C": 1.0, "group": "imagenet"},
-             "coco": {"map": x - 0.1, "C": 1.0, "group": "coco"},
-             "dtd": {"top1": x + 0.1, "C": 0.1, "group": "natural"},
-             "clevr": {"top1": x - 0.2, "C": 10.0, "group": "structured"}}
+    tasks = {"imagenet": {"top1": x, "top5": x + 0.3, "C": 1.0, "C_at_edge": None, "group": "imagenet"},
+             "coco": {"map": x - 0.1, "C": 1.0, "C_at_edge": None, "group": "coco"},
+             "dtd": {"top1": x + 0.1, "C": 0.1, "C_at_edge": None, "group": "natural"},
+             "clevr": {"top1": x - 0.2, "C": 10.0, "C_at_edge": None, "group": "structured"}}
     if eurosat:
         tasks["eurosat"] = {"available": False, "reason": "vtab eurosat folder absent"}
     return _ok({"tasks": tasks, "groups": {"natural": x + 0.1, "structured": x - 0.2}})
@@ -187,7 +187,9 @@ def test_table3_reads_the_score_probe_layout():
     assert clip == "| clip | 40.0 | 70.0 | 30.0 | 50.0 | —[^1] | 50.0 | 50.0 | 47.5 | -17.39 |"  # -.4 / 2.3
     assert "[^1]: probe task eurosat: vtab-1k/eurosat absent (models: base, clip)" in md
     assert "Not evaluated (no result): retrieval." in md
-    assert "the chosen C is interior to the searched grid in all 6 fits." in md
+    # these fits record no C_at_edge: a fixed grid, before the search for C (issue 29), not counted as interior
+    assert "6 probe fits predate the search for C (a fixed grid; their C may be an end of it)." in md
+    assert "the search for C stopped" not in md
 
 
 def test_table3_names_the_probe_fits_whose_c_is_at_an_edge():
@@ -195,9 +197,14 @@ def test_table3_names_the_probe_fits_whose_c_is_at_an_edge():
     results["probe"]["clip"]["metrics"]["tasks"]["dtd"]["C_at_edge"] = "high"
     results["probe"]["clip"]["metrics"]["tasks"]["dtd"]["C"] = 1e6
     md, _ = table3(results, ["base", "clip"])
-    # 4 fits a model (eurosat unavailable): 1 of 8 at an edge
-    assert ("the chosen C is at an edge of the searched grid (its bound reached) in 1 of 8 fits: "
-            "clip / dtd (C = 1e+06, high).") in md
+    # 4 fits a model (eurosat unavailable): 1 of 8 at the search's bound
+    assert ("Linear probes: the search for C stopped at its bound, that end still the best, in 1 of 8 fits: "
+            "clip / dtd (C = 1e+06, high).") in md and "predate" not in md
+    del results["probe"]["base"]["metrics"]["tasks"]["coco"]["C_at_edge"]  # a fit from before the search
+    results["probe"]["clip"]["metrics"]["tasks"]["dtd"]["C_at_edge"] = None
+    md, _ = table3(results, ["base", "clip"])
+    assert ("the search for C stopped at its bound, that end still the best, in 0 of 7 fits. 1 probe fits predate "
+            "the search for C") in md
 
 
 # 10 items over two subsets (as tests/test_paired.py): A right on 8, B on 6; discordant 3 (only A) vs 1 (only B)

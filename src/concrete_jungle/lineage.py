@@ -238,13 +238,16 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
     d, m, r = f"data/{p.profile}", f"models/{p.profile}", f"metrics/{p.profile}"
     nocache = {"cache": False}
 
+    checked = f"{d}/params_checked.txt"  # the pre-flight's marker: every stage runs after the params file is valid
+
     def stage(script: str, cmd_args: str, keys: list[str], deps: list[str], **rest) -> dict:
         env = "PYTHONHASHSEED=0 " if script in HASH_SEEDED else ""
         st = {"cmd": f"{env}python stages/{script}.py" + cmd_args
                      + ("" if params_file == "params.yaml" else f" --params {params_file}")}
         if params_file != "params.yaml":
             st["wdir"] = "../.."
-        st["deps"] = model_config_deps(code_deps(f"stages/{script}.py", repo), [p], repo) + deps
+        st["deps"] = (model_config_deps(code_deps(f"stages/{script}.py", repo), [p], repo) + deps
+                      + ([checked] if script != "check_params" else []))
         keys = ["profile", *keys]
         st["params"] = keys if params_file == "params.yaml" else [{params_file: keys}]
         return {**st, **rest}
@@ -258,6 +261,8 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
     grid = [f"train.{k}" for k in _GRID_KEYS]
     loop_keys = ["seed", *param_keys(p, "train", exclude=_GRID_KEYS)]
     stages: dict[str, Any] = {}
+    # the pre-flight (issue 22): the whole params file validated before any stage runs, whenever it changes
+    stages["check_params"] = stage("check_params", "", [], [params_file], outs=[checked])
     stages["corpus"] = stage(
         "corpus", "", seed_world + ["corpus.source"]
         + (["corpus.n_scenes"] if world else param_keys(p, f"corpus.{p.corpus.source}"))
@@ -558,18 +563,18 @@ def write(repo: Path = REPO) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------ check
-_LOCKS: dict[tuple[str, int, int], dict] = {}
+_LOCKS: dict[str, tuple[tuple[int, int, int, int], dict]] = {}
 
 
 def _read_lock(path) -> dict:
-    """A ``dvc.lock`` parsed (libyaml when present), once per path and version (mtime, size): the check reads every
+    """A ``dvc.lock`` parsed (libyaml when present), once per path and version (inode, mtime, ctime, size): the check reads every
     lock once per pipeline (:func:`_lock_coherence`), 2 MB of YAML in all."""
     st = Path(path).stat()
-    key = (str(Path(path).resolve()), st.st_mtime_ns, st.st_size)
-    if key not in _LOCKS:
+    key, stamp = str(Path(path).resolve()), (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    if key not in _LOCKS or _LOCKS[key][0] != stamp:  # the latest version of each lock only
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        _LOCKS[key] = yaml.load(Path(path).read_text(), Loader=loader) or {}  # noqa: S506 - a safe loader
-    return _LOCKS[key]
+        _LOCKS[key] = (stamp, yaml.load(Path(path).read_text(), Loader=loader) or {})  # noqa: S506 - a safe loader
+    return _LOCKS[key][1]
 
 
 def _recorded_outs(lock_paths) -> dict[str, tuple[str, str | None]]:

@@ -40,7 +40,7 @@ from concrete_jungle.suites_config import (  # noqa: F401 (the evaluate section'
 )
 
 
-__all__ = ["Params", "load_params", "ParamsError", "DATASETS", "DATASET_SAMPLING"]
+__all__ = ["Params", "load_params", "unset_keys", "ParamsError", "DATASETS", "DATASET_SAMPLING"]
 
 #: ConcreteBatch datasets (paper Sec. 3.1): D_hc, D_lc, D_wo, and the type-matched pair D_hc^type / D_lc^type (the
 #: reviewers' control: each anchor's keyword type is chosen first, by the same rule and seed for both, among the
@@ -785,7 +785,8 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ParamsError: naming every invalid or missing key (e.g. ``train.lr``) and the offending value.
+        ParamsError: naming every invalid or missing key (e.g. ``train.lr``) and the offending value; a key the
+            file leaves out is missing even where the config class has a default (:func:`unset_keys`).
     """
     path = Path(path)
     if not path.exists():
@@ -796,6 +797,32 @@ def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | No
     if overrides:
         raw = _deep_merge(raw, overrides)
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as err:
         raise ParamsError(_format_error(err, path)) from None
+    unset = unset_keys(params)
+    if unset:
+        raise ParamsError(f"invalid params in {path}: " + "; ".join(f"{k}: missing key" for k in unset)
+                          + " (every key a stage reads is written in the profile's params file: no class default "
+                          "is used behind it)")
+    return params
+
+
+def unset_keys(model: BaseModel, prefix: str = "") -> list[str]:
+    """Dotted keys of ``model`` (and of every config section, mapping and list inside it) that its input did not
+    set, so that their class default would be used: what :func:`load_params` refuses (issue 22)."""
+    out: list[str] = []
+    if isinstance(model, BaseModel):
+        for name in type(model).model_fields:
+            key = f"{prefix}{name}"
+            if name not in model.model_fields_set:
+                out.append(key)
+            else:
+                out += unset_keys(getattr(model, name), key + ".")
+    elif isinstance(model, dict):
+        for k, v in model.items():
+            out += unset_keys(v, f"{prefix}{k}.")
+    elif isinstance(model, (list, tuple)):
+        for i, v in enumerate(model):
+            out += unset_keys(v, f"{prefix}{i}.")
+    return out

@@ -143,9 +143,10 @@ class ProbeParams(_Section):
         if self.val_size >= self.train_size:
             raise ValueError(f"evaluate.probe.val_size ({self.val_size}) must be < train_size ({self.train_size})")
         lo, hi = PROBE_C_BOUNDS
-        if any(not lo <= c <= hi for c in self.Cs) or len(set(self.Cs)) != len(self.Cs):
+        # distinct as the metrics' keys are too (f"{C:g}": 6 significant digits)
+        if any(not lo <= c <= hi for c in self.Cs) or len({f"{c:g}" for c in self.Cs}) != len(self.Cs):
             raise ValueError(f"evaluate.probe.Cs must be distinct values within {lo:g} .. {hi:g} (the widest C the "
-                             f"probes' search reaches), got {self.Cs}")
+                             f"probes' search reaches; distinct to 6 significant digits), got {self.Cs}")
         # a name names the task's item file (tasks/<name>.json) and a key beside "groups" in the probe metrics
         bad = [k for k in self.tasks if k == "groups" or not (
             k[:1].isalnum() and all(c.isascii() and (c.isalnum() or c in "_.-") for c in k))]

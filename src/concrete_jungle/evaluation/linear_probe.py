@@ -12,9 +12,10 @@ The dataset side and the metric side are separate (:mod:`concrete_jungle.evaluat
 Protocol (VTAB-1k, Zhai et al. 2019): the L2 regularisation ``C`` is chosen on the 800 / 200 split of the 1,000
 training images (highest validation accuracy; ties go to the smaller C, the stronger regularisation), the classifier
 is refit on all 1,000 with that C and evaluated once on the test set. The grid ``evaluate.probe.Cs`` is where the
-search starts: while the best C is the grid's smallest or largest value, the grid widens by one step (a factor of 10)
-on that side, up to :data:`C_BOUNDS` (:func:`select_c`), so the chosen C is interior; a fit whose best C is still an
-end of the widened grid records which (``C_at_edge``: ``"low"`` / ``"high"``), with the grid it searched. The
+search starts: while the grid's smallest or largest value scores strictly above every other C, the grid widens by one
+step (a factor of 10) on that side, up to :data:`C_BOUNDS` (:func:`select_c`); a fit whose search stopped at a bound
+while that end was still strictly best records which (``C_at_edge``: ``"low"`` / ``"high"``), with the grid it
+searched (a tie reaching an end is a plateau of the validation score: not widened, not flagged). The
 paper's ImageNet / COCO probes run "10 epochs"; here every probe is a full-batch L-BFGS logistic regression
 (deterministic). Top-k ranks are pessimistic: a class whose score ties the true class's counts as ranked above it.
 
@@ -208,8 +209,11 @@ def _topk_hits(clf, x: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
 
 def _check_grid(Cs: Sequence[float], max_iter: int) -> list[float]:
     Cs = [float(c) for c in Cs]
-    if not Cs or any(not np.isfinite(c) or c <= 0 for c in Cs) or len(set(Cs)) != len(Cs) or int(max_iter) < 1:
-        raise ValueError(f"Cs must be distinct positive numbers and max_iter >= 1, got Cs={Cs}, max_iter={max_iter}")
+    # distinct as the metrics' keys too (f"{C:g}", 6 significant digits): 1.0 and 1.0000001 would share "1"
+    if (not Cs or any(not np.isfinite(c) or c <= 0 for c in Cs) or len({f"{c:g}" for c in Cs}) != len(Cs)
+            or int(max_iter) < 1):
+        raise ValueError(f"Cs must be distinct positive numbers (distinct to 6 significant digits, the metrics' keys) "
+                         f"and max_iter >= 1, got Cs={Cs}, max_iter={max_iter}")
     return Cs
 
 
@@ -223,49 +227,75 @@ def _best_c(val: Mapping[float, float]) -> float:
     return min(c for c, v in val.items() if v == max(val.values()))  # ties: the smaller C (stronger regularisation)
 
 
+def _strict_end(val: Mapping[float, float]) -> str | None:
+    """``"low"`` / ``"high"`` when the smallest / largest C evaluated scores strictly above every other C, else None
+    (an interior best, or a plateau reaching an end: widening cannot make that choice less arbitrary)."""
+    lo, hi = min(val), max(val)
+    rest_lo = [v for c, v in val.items() if c != lo]
+    rest_hi = [v for c, v in val.items() if c != hi]
+    if rest_lo and val[lo] > max(rest_lo):
+        return "low"
+    if rest_hi and val[hi] > max(rest_hi):
+        return "high"
+    return None
+
+
 def select_c(evaluate: Callable[[float], tuple[float, bool]], Cs: Sequence[float],
              bounds: tuple[float, float] = C_BOUNDS, step: float = C_STEP) -> dict:
-    """Choose the inverse L2 strength C on validation rows, widening the grid until the choice is interior.
+    """Choose the inverse L2 strength C on validation rows, widening the grid while an end of it is strictly best.
 
-    The grid ``Cs`` is evaluated first; while the best C (highest validation score, ties to the smaller C) is the
-    smallest evaluated value, ``min / step`` is evaluated too (and ``max * step`` while it is the largest), as long
-    as the new value stays within ``bounds``. Issue 29: the fixed grid [0.1, 1, 10] chose one of its ends in 216 of
-    269 recorded fits.
+    The grid ``Cs`` is evaluated first; while the smallest evaluated C scores strictly above every other, ``min /
+    step`` is evaluated too (and ``max * step`` while the largest does), as long as the new value stays within
+    ``bounds``; a one-value grid is widened once each way. The choice is the best C (highest validation score, ties to
+    the smaller C: the stronger regularisation). Issue 29: the fixed grid [0.1, 1, 10] chose one of its ends in 216
+    of 269 recorded fits.
 
     Args:
-        evaluate: ``C -> (validation score, converged)``; higher is better.
+        evaluate: ``C -> (validation score, converged)``; higher is better; the score must be finite.
         Cs: the starting grid (distinct positive numbers; :func:`_check_grid`).
-        bounds: the smallest and largest C ever evaluated. step: the widening factor (> 1).
+        bounds: the smallest and largest C ever evaluated (``0 < low <= high``). step: the widening factor (> 1).
 
     Returns:
         ``{"C": chosen, "val": {C: score} (every C evaluated, ascending), "converged": every fit converged,
-        "C_at_edge": None | "low" | "high"}``: ``C_at_edge`` says the chosen C is still the smallest / largest value
-        evaluated (the bound stopped the widening; with a one-value grid and bounds equal to it, that value).
+        "C_at_edge": None | "low" | "high"}``: ``C_at_edge`` says the search stopped at a bound while that end was
+        still strictly best, so a C beyond the bound might score higher (a tie reaching an end is a plateau: None;
+        a grid that stays one value, its bounds or step allowing no other: ``"low"``).
+
+    Raises:
+        ValueError: a bad grid (:func:`_check_grid`), bounds or step; a non-finite score (naming the C).
     """
+    Cs = _check_grid(Cs, 1)
     lo_bound, hi_bound = bounds
-    if not (0 < lo_bound <= hi_bound) or step <= 1:
+    if not (0 < lo_bound <= hi_bound) or not step > 1:
         raise ValueError(f"bounds must satisfy 0 < low <= high and step > 1, got {bounds}, {step}")
     val: dict[float, float] = {}
     converged = True
 
     def run(c: float) -> None:
         nonlocal converged
-        val[c], ok = evaluate(c)
+        score, ok = evaluate(c)
+        if not np.isfinite(score):
+            raise ValueError(f"the validation score at C = {c:g} is {score}: a probe's score must be finite")
+        val[c] = float(score)
         converged &= bool(ok)
 
+    def widened(c: float, factor: float) -> float | None:
+        new = float(f"{c * factor:.12g}")  # 0.01 / 10**4 is 1e-06, not 1.0...02e-06
+        return new if lo_bound <= new <= hi_bound and new not in val else None
+
     for c in Cs:
-        run(float(c))
-    while True:
-        best, lo, hi = _best_c(val), min(val), max(val)
-        down, up = float(f"{lo / step:.12g}"), float(f"{hi * step:.12g}")  # 0.01 / 10**4 is 1e-06, not 1.0...02e-06
-        if best == lo and down >= lo_bound:
-            run(down)
-        elif best == hi and up <= hi_bound:
-            run(up)
-        else:
+        run(c)
+    if len(val) == 1:  # nothing to compare with: one step each way
+        for new in (widened(Cs[0], 1 / step), widened(Cs[0], step)):
+            if new is not None:
+                run(new)
+    while (end := _strict_end(val)) is not None:
+        new = widened(min(val), 1 / step) if end == "low" else widened(max(val), step)
+        if new is None:  # a bound reached (or the step too small to move in 12 digits)
             break
-    edge = "low" if best == lo else "high" if best == hi else None
-    return {"C": best, "val": dict(sorted(val.items())), "converged": converged, "C_at_edge": edge}
+        run(new)
+    edge = _strict_end(val) if len(val) > 1 else "low"
+    return {"C": _best_c(val), "val": dict(sorted(val.items())), "converged": converged, "C_at_edge": edge}
 
 
 def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0.01, 0.1, 1.0, 10.0, 100.0),
@@ -278,7 +308,7 @@ def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0
         train_y: int ``[N]`` class labels.
         test_x: ``[M, D]``; test_y: int ``[M]`` (a label absent from training is always a miss).
         Cs: the starting grid of inverse L2 strengths C of :class:`sklearn.linear_model.LogisticRegression`,
-            widened until the chosen C is interior (:func:`select_c`).
+            widened while an end of it is strictly best (:func:`select_c`).
         val_size: validation rows split off the N (seeded, stratified when every class has >= 2 rows and the
             split can hold every class; otherwise a seeded random split). Ignored when ``val_mask`` is given.
         seed: seed of the split (and ``random_state`` of the regressions).
@@ -288,8 +318,8 @@ def vtab_linear_probe(train_x, train_y, test_x, test_y, Cs: Sequence[float] = (0
     Returns:
         ``{"top1", "top5" (only with > 5 classes), "C", "C_at_edge", "val_top1": {"<C>": acc}, "n_train", "n_fit",
         "n_val", "n_test", "n_classes", "converged", "hits"}``: accuracies are fractions in [0, 1] (pessimistic
-        top-k), ``C`` the chosen value (best validation top-1, ties to the smaller C), ``C_at_edge`` None when it is
-        interior to the C values searched (``val_top1``), else ``"low"`` / ``"high"``, ``converged`` whether every fit
+        top-k), ``C`` the chosen value (best validation top-1, ties to the smaller C), ``C_at_edge`` as
+        :func:`select_c` (None unless the search was stopped by a bound), ``converged`` whether every fit
         converged within ``max_iter``, ``hits`` the bool ``[M]`` top-1 verdicts. Deterministic for fixed inputs.
 
     Raises:

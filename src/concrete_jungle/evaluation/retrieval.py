@@ -26,7 +26,7 @@ Prepared folder (``data/<p>/suites/retrieval/``)::
 
     suite.json        {"suite": "retrieval", "available", "reason", "images": [...], "texts": [...], "ks": [1, 5, 10],
                        "sets": {name: {"available", "reason", "format", "file", "n_images", "n_captions",
-                                       "skipped", "n_shared_captions"}}}
+                                       "skipped", "n_shared_captions", "n_multi_positive_captions"?}}}
     sets/<name>.json  {"set", "format", "image_ids": [I], "images": [I paths], "captions": [T],
                        "caption_image": [T ints], "skipped": {reason: n}, "scenes"?: {image id: scene dict},
                        "caption_positives"?: [T lists of image rows]}   (scene_world sets; else own image only)
@@ -119,8 +119,15 @@ def _positive_matrix(ti: np.ndarray, caption_positives, n_images: int):
         if len(caption_positives) != n_txt:
             raise ValueError(f"caption_positives must hold one list of image rows per caption ({n_txt}), got "
                              f"{len(caption_positives)}")
-        rows = np.repeat(np.arange(n_txt), [len(p) for p in caption_positives])
-        cols = np.fromiter((int(i) for p in caption_positives for i in p), np.int64, count=len(rows))
+        lists = []
+        for j, p in enumerate(caption_positives):
+            arr = np.asarray(p)
+            if (isinstance(p, (str, bytes, Mapping)) or arr.ndim != 1
+                    or (arr.size and not np.issubdtype(arr.dtype, np.integer))):  # 1.5, "3", True: named, not cast
+                raise ValueError(f"caption_positives of caption {j} must be a list of integer image rows, got {p!r}")
+            lists.append(arr.astype(np.int64))
+        rows = np.repeat(np.arange(n_txt), [len(p) for p in lists])
+        cols = np.concatenate(lists) if lists else np.zeros(0, np.int64)
         bad = np.flatnonzero((cols < 0) | (cols >= n_images))
         if len(bad):
             raise ValueError(f"caption_positives of caption {int(rows[bad[0]])} names image {int(cols[bad[0]])}, "
