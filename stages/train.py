@@ -21,8 +21,10 @@ from concrete_jungle.params import Params
 
 def train_family(params: Params, family: str) -> dict:
     """Fine-tune ``models/<p>/base`` once per member of ``family`` (2N x 2N logits with hard negatives, N x N for
-    a baseline), one after another in this process. A killed run resumes from ``models/<p>/resume/<label>``; a
-    concurrent second run of the same model fails.
+    a baseline), one after another in this process. A killed run resumes from ``models/<p>/resume/<label>``. The
+    process holds the family's lock (``models/<p>/resume/<family>.family/.lock``) from start to end, so a second run
+    of the same family fails at once naming it, whenever it starts (issue 22: two direct runs started a little apart
+    used to interleave their members, one deleting the other's summary file).
 
     Returns:
         ``{label: training summary}``.
@@ -30,7 +32,15 @@ def train_family(params: Params, family: str) -> dict:
     Raises:
         ValueError: ``family`` is not in the grid; a base checkpoint that is not marked complete; a ConcreteBatch
             record whose c_i is not a finite value in [1, 5].
+        RuntimeError: another run of this family holds its lock (naming the lock file and the holder's pid).
     """
+    from concrete_jungle.training import exclusive_run
+
+    with exclusive_run(params.models_dir / "resume" / f"{family}.family"):
+        return _train_family(params, family)
+
+
+def _train_family(params: Params, family: str) -> dict:
     from concrete_jungle.corpus.splits import training_records
     from concrete_jungle.models.checkpoints import load_model, save_checkpoint
     from concrete_jungle.models.trunk_cache import fill_trunk_maps, head_on_trunk_maps, training_preprocess

@@ -37,3 +37,48 @@ def test_encode_image_files_keeps_order_across_chunks(tmp_path):
     assert out.squeeze(1).tolist() == [0.0, 10.0, 20.0, 30.0, 40.0]
     with pytest.raises(ValueError, match="no image paths"):
         encode_image_files([], encode)
+
+
+def test_atomic_write_names_the_file_it_could_not_write(tmp_path, monkeypatch):
+    # issue 22: ENOSPC (or a read-only folder) while writing a cache named no file
+    import errno
+    import os
+    import tempfile
+
+    from concrete_jungle.io import atomic_write
+
+    target = tmp_path / "cache" / "images.npy"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left on device") as err:
+        with atomic_write(target, "wb") as fh:
+            fh.write(b"new")
+    assert err.value.__notes__ == [f"while writing {target} (atomically, through a temporary file in {target.parent})"]
+    assert target.read_bytes() == b"old" and sorted(p.name for p in target.parent.iterdir()) == ["images.npy"]
+    monkeypatch.undo()
+
+    def read_only(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(PermissionError) as err:
+        with atomic_write(target) as fh:
+            fh.write("x")
+    assert str(target) in err.value.__notes__[0]
+
+
+def test_embedding_cache_with_nan_is_named_when_loaded(tmp_path):
+    import numpy as np
+
+    from concrete_jungle.evaluation.suite import EmbeddingCache
+
+    images = np.ones((3, 2), np.float32)
+    images[1, 0] = np.nan
+    EmbeddingCache(["a.png", "b.png", "c.png"], ["t"], images, np.ones((1, 2), np.float32)).save(tmp_path / "c")
+    with pytest.raises(ValueError, match=r"c/images\.npy: 1 row\(s\) hold NaN or Inf, the first row 1 \('b\.png'\)"):
+        EmbeddingCache.load(tmp_path / "c")

@@ -403,6 +403,29 @@ def test_prepare_file_tasks_and_unavailable(tmp_path):
     assert none["available"] is False and "imagenet: root folder not found" in none["reason"]
 
 
+def test_prepare_decodes_every_probe_image_and_refuses_a_single_class_task(tmp_path):
+    # issue 22: damaged images passed preparation and failed the model's encoding later; a single-class task failed
+    # at scoring, after every model was trained, naming no task
+    root = _folder(tmp_path / "folder", n=4)  # 3 classes x 4
+    for bad in ("a/00.jpg", "c/03.jpg"):
+        (root / bad).write_bytes((root / bad).read_bytes()[:40])  # truncated
+    cfg = ProbeParams(train_size=6, val_size=2, Cs=[1.0], tasks={
+        "folder": {"format": "imagefolder", "root": str(root), "protocol": "full", "test_size": 6}})
+    meta = P.prepare_probe(cfg, None, tmp_path / "s", seed=0)
+    t = meta["tasks"]["folder"]
+    assert sum(v for k, v in t["skipped"].items() if k.endswith("_image_unreadable")) == 2
+    assert t["n_train"] + t["n_test"] == 10
+    items = _items(tmp_path / "s", "folder")
+    assert not {str(root / "a/00.jpg"), str(root / "c/03.jpg")} & {it["image"] for part in ("train", "test")
+                                                                    for it in items[part]}
+    one = _folder(tmp_path / "one", classes=("a",), n=6)
+    cfg1 = ProbeParams(train_size=4, val_size=2, Cs=[1.0], tasks={
+        "single": {"format": "imagefolder", "root": str(one), "test_size": 2}})
+    with pytest.raises(ValueError, match=r"probe task 'single': its 4 training images hold fewer than 2 classes "
+                                         r"\(\['a'\]\)"):
+        P.prepare_probe(cfg1, None, tmp_path / "s1", seed=0)
+
+
 def test_score_probe_on_label_encoding_embeddings(tmp_path):
     cfg = _world_cfg().model_copy(update={"train_size": 80, "val_size": 16, "Cs": [10.0, 100.0]})
     meta = P.prepare_probe(cfg, WORLD, tmp_path / "s", seed=0)
@@ -432,6 +455,14 @@ def test_score_probe_on_label_encoding_embeddings(tmp_path):
         assert ("top5" in m) == (len(blocks[a]) > 5)
         assert len(out["verdicts"][a]) == 12 and all(out["verdicts"][a].values())
     assert out["metrics"]["groups"] == {"other": 1.0}
+    # issue 22: a task whose training images all carry one class is refused naming the task and its file
+    task_file = tmp_path / "s" / meta["tasks"]["shape"]["file"]
+    item = json.loads(task_file.read_text())
+    item["train"] = [{**it, "label": 0} for it in item["train"]]
+    task_file.write_text(json.dumps(item))
+    with pytest.raises(ValueError, match=r"fewer than 2 classes") as err:
+        P.score_probe(tmp_path / "s", cache, cfg)
+    assert err.value.__notes__ == [f"in probe task 'shape' ({task_file})"]
 
 
 def test_score_probe_multilabel_and_unavailable(tmp_path):
@@ -479,3 +510,7 @@ def test_probe_grid_is_refused_at_start_up_by_the_scorer_s_rule():
         with pytest.raises(ValueError, match=r"evaluate.probe.Cs must be distinct values within 1e-06 \.\. 1e\+06"):
             ProbeParams(Cs=bad)
     assert ProbeParams(Cs=[1e-6, 1e6]).Cs == [1e-6, 1e6] and P.C_BOUNDS == (1e-6, 1e6)
+    # and the scorer applies the same rule against its own bounds (one function, suites_config.check_probe_cs)
+    for bad in ([1.0, 1.0], [0.5], [float("nan")], []):
+        with pytest.raises(ValueError, match=r"^Cs must be distinct values within 1 \.\. 10"):
+            P.select_c(lambda C: (1.0, True), bad, bounds=(1.0, 10.0))

@@ -195,3 +195,15 @@ def test_the_pre_flight_stage_names_an_unknown_key_and_writes_a_constant_marker(
         subprocess.run([sys.executable, script, "--params", str(good)], cwd=tmp_path, check=True, capture_output=True)
         markers.append((tmp_path / "data" / "world" / "params_checked.txt").read_bytes())
     assert markers[0] == markers[1] and b"validated" in markers[0]  # a valid edit stales nothing by itself
+
+
+def test_heldout_bins_must_span_the_concreteness_scale():
+    # issue 22 item 3: bins that leave part of 1-5 uncovered used to pass the params and fail at scoring, after every
+    # model was trained, on the first pair outside them
+    from pydantic import ValidationError
+
+    from concrete_jungle.suites_config import HeldoutParams
+    for bad in ([1.0, 3.0, 4.0], [2.0, 5.0], [1.0, 4.0, 3.0, 5.0], [1.0, 1.0, 5.0]):
+        with pytest.raises(ValidationError, match=r"evaluate\.heldout\.c_bins must be increasing edges from 1 to 5"):
+            HeldoutParams(c_bins=bad)
+    assert HeldoutParams(c_bins=[1, 5]).c_bins == [1.0, 5.0]

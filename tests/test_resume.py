@@ -200,6 +200,36 @@ def test_a_second_run_on_a_locked_resume_folder_fails_before_training(tmp_path):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
+def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_path, monkeypatch):
+    # issue 22: the lock was per member, so a second direct run of a family started after the first had finished a
+    # member trained the family again, interleaved, and deleted the first run's summary file at its start
+    import importlib.util
+
+    from concrete_jungle.params import load_params
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_train_stage", repo / "stages" / "train.py")
+    stage = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stage)
+    params = load_params(repo / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    summary = params.metrics_dir / "train" / "infonce.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text("{}")
+    lock = params.models_dir / "resume" / "infonce.family" / ".lock"
+    lock.parent.mkdir(parents=True)
+    with open(lock, "w") as held:  # the first run of the family holds it
+        held.write("4242")
+        held.flush()
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RuntimeError, match=rf"^another run holds {re.escape(str(lock))} \(pid 4242\): "):
+            stage.train_family(params, "infonce")
+    assert summary.read_text() == "{}"  # nothing of the first run was touched
+    # released: the next run goes past the lock (and fails here on the absent base model, naming it)
+    with pytest.raises(FileNotFoundError, match="base"):
+        stage.train_family(params, "infonce")
+
+
 # ------------------------------------------------------------------------------------------------ SIGKILL
 SCRIPT = textwrap.dedent("""
     import json, os, signal, sys

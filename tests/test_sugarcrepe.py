@@ -117,6 +117,27 @@ def test_load_sugarcrepe_fixture(tmp_path):
     assert items == {"sub_a": []} and skipped == {"sub_a": {"image_missing": 2}}
 
 
+def test_damaged_images_and_repeated_ids_are_named_at_preparation(tmp_path):
+    # issue 22: a damaged image used to pass preparation (only its existence was checked) and fail the whole model's
+    # encoding later; a repeated id was silently resolved by json to its last item
+    bench = _bench(tmp_path)
+    imgs = tmp_path / "imgs"
+    (imgs / "truncated.png").write_bytes((imgs / "red.png").read_bytes()[:30])
+    (imgs / "empty.png").write_bytes(b"")
+    extra = {"7": {"filename": "truncated.png", "caption": "a red square", "negative_caption": "a blue square"},
+             "8": {"filename": "empty.png", "caption": "a red square", "negative_caption": "a blue square"},
+             "9": {"filename": "truncated.png", "caption": "a big square", "negative_caption": "a small square"},
+             "10": {"filename": "red.png", "caption": "a red square", "negative_caption": "a blue square"}}
+    (bench / "sub_c.json").write_text(json.dumps(extra))
+    out = prepare_benchmark(bench, imgs, tmp_path / "prepared", "test")
+    assert out["skipped"]["sub_c"] == {"image_unreadable": 3} and out["n_items"]["sub_c"] == 1
+    assert out["skipped"]["sub_b"] == {"image_missing": 1}
+    (bench / "sub_c.json").write_text('{"3": {"filename": "red.png", "caption": "a", "negative_caption": "b"}, '
+                                      '"3": {"filename": "blue.png", "caption": "c", "negative_caption": "d"}}')
+    with pytest.raises(ValueError, match=r"sub_c\.json: key '3' occurs twice in one object"):
+        load_sugarcrepe(bench)
+
+
 def test_load_sugarcrepe_errors(tmp_path):
     bench = _bench(tmp_path)
     with pytest.raises(FileNotFoundError, match="add_att"):

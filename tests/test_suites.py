@@ -2,6 +2,7 @@
 the embed step, the grid's family layout and the keywords stage's context rule."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -177,6 +178,17 @@ def test_coco_text_pairs_exclude_the_corpus_and_take_the_longest_other_caption(t
     assert score_heldout(tmp_path / "suite", cache, [1, 5])["available"] is False  # no image pair: skipped
     with pytest.raises(ValueError, match="text-side pair 0 \\(coco_3\\) of hc lacks \\['keyword'\\]"):
         prepare_heldout({"hc": folder}, tmp_path / "bad", {"hc": [{**pairs["hc"][0], "keyword": None}]})
+    # issue 22: a c_i outside the concreteness scale, or not a number, is named at preparation, not at scoring
+    for bad in (5.5, 0.0, float("nan"), "4", True):
+        with pytest.raises(ValueError, match=rf"text-side pair 0 \(coco_3\) of hc has c_i {re.escape(repr(bad))}: a "
+                                             r"pair's concreteness must be a finite rating in \[1, 5\]"):
+            prepare_heldout({"hc": folder}, tmp_path / "bad", {"hc": [{**pairs["hc"][0], "c_i": bad}]})
+    image_pair = {"anchor_id": "w1", "image": "a.png", "caption": "a red cube", "negative_caption": "a blue cube",
+                  "type": "attribute", "c_i": float("inf")}
+    (folder / "heldout.jsonl").write_text(json.dumps(image_pair).replace("Infinity", "1e999") + "\n")
+    with pytest.raises(ValueError, match=r"heldout\.jsonl: pair 0 \(w1\) has c_i inf: a pair's concreteness"):
+        prepare_heldout({"hc": folder}, tmp_path / "bad")
+    (folder / "heldout.jsonl").write_text("")
     prepare_heldout({"hc": folder}, tmp_path / "plain")
     assert not (tmp_path / "plain" / TEXT_ITEMS).exists()
     assert score_heldout_text(tmp_path / "plain", cache, [1, 5])["available"] is False
@@ -317,3 +329,23 @@ def test_set_precision_overrides_the_training_precision():
     assert b.spec.precision == "fp32"
     with pytest.raises(ValueError, match="evaluate.precision"):
         set_precision(b, "fp16")
+
+
+def test_a_failed_score_names_the_model_suite_and_cache(tmp_path, monkeypatch):
+    # issue 22: NaN in an embedding cache (or any scorer error) used to name neither the model nor the file
+    from pathlib import Path
+
+    from concrete_jungle.evaluation.scoring import score_suite
+    from concrete_jungle.grid import model_labels
+
+    params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")
+    monkeypatch.chdir(tmp_path)
+    write_suite(params.suite_dir("winoground"), {"suite": "winoground", "available": True, "texts": ["a", "b"]})
+    first = model_labels(params)[0]
+    cache_dir = params.data_dir / "embeddings" / "winoground" / member_path(first)
+    EmbeddingCache([], ["a", "b"], np.zeros((0, 2), np.float32), np.array([[1, 0], [np.inf, 0]], np.float32)
+                   ).save(cache_dir)
+    with pytest.raises(ValueError, match=r"texts\.npy: 1 row\(s\) hold NaN or Inf, the first row 1 \('b'\)") as err:
+        score_suite(params, "winoground", lambda folder, meta, cache: {})
+    assert err.value.__notes__ == [f"while scoring suite 'winoground' for model {first!r} from the embedding cache "
+                                   f"{cache_dir} and the prepared folder {params.suite_dir('winoground')}"]

@@ -210,6 +210,11 @@ def test_hf_jsonl_refuses_escaping_and_malformed_items(tmp_path):
     (root / "images" / "ex_4_img_1.png").unlink()
     with pytest.raises(FileNotFoundError, match=r"Winoground item '4' image_1: image file not found"):
         read_winoground_hf(root)
+    # issue 22: a damaged image is named here, not when the whole model's encoding fails later
+    (root / "images" / "ex_4_img_1.png").write_bytes(_png((1, 2, 3))[:20])
+    with pytest.raises(ValueError, match=r"Winoground item '4' image_1: image file .*ex_4_img_1\.png does not decode "
+                                         r"\(image_unreadable\)"):
+        read_winoground_hf(root)
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="holds neither"):
         read_winoground_hf(tmp_path / "empty")

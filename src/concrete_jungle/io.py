@@ -46,11 +46,16 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     ``0o666 & ~umask`` (e.g. 0644 under umask 022) like one made by ``open``, not ``mkstemp``'s 0600.
 
     Raises:
-        OSError: if the parent folder cannot be created or the rename fails.
+        OSError: if the parent folder cannot be created or written (read-only, no space left: ENOSPC) or the rename
+            fails; the error carries a note naming ``path`` (issue 22: ENOSPC named no file).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        err.add_note(f"while writing {path} (atomically, through a temporary file in {path.parent})")
+        raise
     binary = "b" in mode
     try:
         with os.fdopen(fd, mode, encoding=None if binary else encoding) as fh:
@@ -59,11 +64,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             os.fchmod(fh.fileno(), 0o666 & ~_umask())
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError):
+            err.add_note(f"while writing {path} (atomically, through a temporary file in {path.parent})")
         raise
 
 

@@ -126,6 +126,25 @@ class ProbeTask(_Section):
 PROBE_C_BOUNDS = (1e-6, 1e6)
 
 
+def check_probe_cs(Cs, bounds: tuple[float, float] = PROBE_C_BOUNDS) -> list[float]:
+    """The probes' rule for a grid of C (inverse L2 strength), shared by ``evaluate.probe.Cs`` at start-up and by the
+    scorer (:func:`concrete_jungle.evaluation.linear_probe.select_c`): a non-empty list of finite values within
+    ``bounds`` (the widest C the search reaches), distinct as the metrics' keys are (``f"{C:g}"``, 6 significant
+    digits: 1.0 and 1.0000001 would share "1").
+
+    Returns: the Cs as floats, in the given order. Raises: ValueError naming the rule and the grid.
+    """
+    lo, hi = bounds
+    try:
+        cs = [float(c) for c in Cs]
+    except (TypeError, ValueError):
+        cs = []
+    if not cs or any(not lo <= c <= hi for c in cs) or len({f"{c:g}" for c in cs}) != len(cs):  # NaN fails lo <= c
+        raise ValueError(f"Cs must be distinct values within {lo:g} .. {hi:g} (the widest C the probes' search "
+                         f"reaches; distinct to 6 significant digits), got {list(Cs) if Cs is not None else Cs}")
+    return cs
+
+
 class ProbeParams(_Section):
     """Logistic-regression probes (scikit-learn) with the regularisation chosen on the 800/200 split, then refit on
     all 1,000 (VTAB-1k protocol). ``Cs`` is the grid the search for C starts from: distinct positive values within
@@ -142,11 +161,10 @@ class ProbeParams(_Section):
     def _split(self):
         if self.val_size >= self.train_size:
             raise ValueError(f"evaluate.probe.val_size ({self.val_size}) must be < train_size ({self.train_size})")
-        lo, hi = PROBE_C_BOUNDS
-        # distinct as the metrics' keys are too (f"{C:g}": 6 significant digits)
-        if any(not lo <= c <= hi for c in self.Cs) or len({f"{c:g}" for c in self.Cs}) != len(self.Cs):
-            raise ValueError(f"evaluate.probe.Cs must be distinct values within {lo:g} .. {hi:g} (the widest C the "
-                             f"probes' search reaches; distinct to 6 significant digits), got {self.Cs}")
+        try:
+            check_probe_cs(self.Cs)
+        except ValueError as e:
+            raise ValueError(f"evaluate.probe.{e}") from None
         # a name names the task's item file (tasks/<name>.json) and a key beside "groups" in the probe metrics
         bad = [k for k in self.tasks if k == "groups" or not (
             k[:1].isalnum() and all(c.isascii() and (c.isalnum() or c in "_.-") for c in k))]
@@ -167,8 +185,10 @@ class HeldoutParams(_Section):
     @field_validator("c_bins")
     @classmethod
     def _edges(cls, v):
-        if sorted(v) != list(v) or len(set(v)) != len(v) or v[0] < 1 or v[-1] > 5:
-            raise ValueError(f"evaluate.heldout.c_bins must be increasing edges within [1, 5], got {v}")
+        # from 1 to 5: every pair's c_i (a rating in [1, 5], checked when the pairs are prepared) has a bin
+        if sorted(v) != list(v) or len(set(v)) != len(v) or v[0] != 1 or v[-1] != 5:
+            raise ValueError(f"evaluate.heldout.c_bins must be increasing edges from 1 to 5 (the concreteness "
+                             f"scale, so that every pair has a bin), got {v}")
         return v
 
 

@@ -116,6 +116,7 @@ __all__ = [
     "build_optimizer",
     "train_step",
     "train_contrastive",
+    "exclusive_run",
     "capture_rng_state",
     "restore_rng_state",
     "save_training_state",
@@ -415,7 +416,7 @@ def train_contrastive(
     state_path = Path(state_path) if state_path else Path(checkpoint_path).parent / "state.pt"
     ctx, created_group = init_distributed(device.type)
     try:
-        with _exclusive_run(state_path.parent) if ctx.is_main else contextlib.nullcontext():
+        with exclusive_run(state_path.parent) if ctx.is_main else contextlib.nullcontext():
             return _train(bundle, dataset, loss_fn, loop, seed=seed, live_dir=Path(live_dir),
                           checkpoint_path=Path(checkpoint_path), params_dump=params_dump,
                           save_checkpoint=save_checkpoint, hard_negatives=hard_negatives, device=device, ctx=ctx,
@@ -427,9 +428,10 @@ def train_contrastive(
 
 
 @contextlib.contextmanager
-def _exclusive_run(folder: Path) -> Iterator[None]:
+def exclusive_run(folder: Path) -> Iterator[None]:
     """Hold an exclusive, non-blocking ``flock`` on ``folder/.lock`` (created, with ``folder``, if absent) for the
-    duration of the block; the kernel releases it when the file is closed or the process dies.
+    duration of the block; the kernel releases it when the file is closed or the process dies. A run holds one on
+    its resume folder; a training stage holds one on its family's (``stages/train.py``, issue 22).
 
     Raises:
         RuntimeError: another process (or another open of the file) holds the lock, naming the lock file.

@@ -21,6 +21,7 @@ base trains, must keep the rewrite further from a paraphrase than the anchor. Th
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -123,6 +124,13 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
+def _check_c_i(c, where: str) -> None:
+    """Refuse a pair's concreteness ``c`` unless it is a finite number in [1, 5] (Brysbaert's scale, which
+    ``evaluate.heldout.c_bins`` covers), naming ``where``."""
+    if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and 1.0 <= c <= 5.0):
+        raise ValueError(f"{where} has c_i {c!r}: a pair's concreteness must be a finite rating in [1, 5]")
+
+
 def prepare_heldout(concreteplant_dirs: Mapping[str, str | os.PathLike], out_dir: str | os.PathLike,
                     text_pairs: Mapping[str, Sequence[Mapping]] | None = None, text_stats: Mapping | None = None
                     ) -> dict:
@@ -143,7 +151,8 @@ def prepare_heldout(concreteplant_dirs: Mapping[str, str | os.PathLike], out_dir
 
     Raises:
         FileNotFoundError: a dataset folder without ``heldout.jsonl``; ValueError: a pair or a text pair lacking a
-            field (named).
+            field, or whose ``c_i`` is not a finite concreteness in [1, 5] (file, pair and anchor named: issue 22;
+            it used to fail at scoring, after every model was trained, naming neither).
     """
     items: dict[str, list[dict]] = {}
     for dataset, folder in concreteplant_dirs.items():
@@ -155,6 +164,7 @@ def prepare_heldout(concreteplant_dirs: Mapping[str, str | os.PathLike], out_dir
             missing = [f for f in _FIELDS if pair.get(f) is None]
             if missing:
                 raise ValueError(f"{path}: pair {k} ({pair.get('anchor_id')}) lacks {missing}")
+            _check_c_i(pair["c_i"], f"{path}: pair {k} ({pair.get('anchor_id')})")
         items[dataset] = [{**{f: p[f] for f in _FIELDS}, "negative_image": p.get("negative_image") or None}
                           for p in pairs]
     for d, ps in (text_pairs or {}).items():
@@ -162,6 +172,7 @@ def prepare_heldout(concreteplant_dirs: Mapping[str, str | os.PathLike], out_dir
             missing = [f for f in _TEXT_FIELDS if p.get(f) is None]
             if missing:
                 raise ValueError(f"text-side pair {k} ({p.get('anchor_id')}) of {d} lacks {missing}")
+            _check_c_i(p["c_i"], f"text-side pair {k} ({p.get('anchor_id')}) of {d}")
     write_json(Path(out_dir) / "items.json", items)
     text_items = {d: [{f: p[f] for f in _TEXT_FIELDS} for p in ps] for d, ps in (text_pairs or {}).items()}
     if text_pairs is not None:

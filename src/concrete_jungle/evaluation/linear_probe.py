@@ -45,8 +45,8 @@ import numpy as np
 
 from concrete_jungle.evaluation.suite import (DataAbsent, EmbeddingCache, read_suite, require_path, unavailable,
                                               write_suite)
-from concrete_jungle.io import confined_path, read_json, write_json
-from concrete_jungle.suites_config import PROBE_C_BOUNDS
+from concrete_jungle.io import check_image, confined_path, read_json, write_json
+from concrete_jungle.suites_config import PROBE_C_BOUNDS, check_probe_cs
 
 __all__ = ["VTAB1K_TASKS", "VTAB1K_ALIASES", "WORLD_ATTRIBUTES", "PROBE_STREAM", "IMAGE_EXTENSIONS", "LabelledImages",
            "C_BOUNDS", "C_STEP", "select_c", "vtab_task_group", "vtab_group_means", "vtab_linear_probe",
@@ -207,14 +207,10 @@ def _topk_hits(clf, x: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
     return known & (above < k)
 
 
-def _check_grid(Cs: Sequence[float], max_iter: int) -> list[float]:
-    Cs = [float(c) for c in Cs]
-    # distinct as the metrics' keys too (f"{C:g}", 6 significant digits): 1.0 and 1.0000001 would share "1"
-    if (not Cs or any(not np.isfinite(c) or c <= 0 for c in Cs) or len({f"{c:g}" for c in Cs}) != len(Cs)
-            or int(max_iter) < 1):
-        raise ValueError(f"Cs must be distinct positive numbers (distinct to 6 significant digits, the metrics' keys) "
-                         f"and max_iter >= 1, got Cs={Cs}, max_iter={max_iter}")
-    return Cs
+def _check_grid(Cs: Sequence[float], max_iter: int, bounds: tuple[float, float] = PROBE_C_BOUNDS) -> list[float]:
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1, got {max_iter}")
+    return check_probe_cs(Cs, bounds)  # the config's own rule (evaluate.probe.Cs at start-up)
 
 
 #: The widest C the probes' search reaches (:func:`select_c`): 6 decades either side of 1 (the config's rule too).
@@ -252,7 +248,7 @@ def select_c(evaluate: Callable[[float], tuple[float, bool]], Cs: Sequence[float
 
     Args:
         evaluate: ``C -> (validation score, converged)``; higher is better; the score must be finite.
-        Cs: the starting grid (distinct positive numbers; :func:`_check_grid`).
+        Cs: the starting grid (distinct values within ``bounds``: :func:`concrete_jungle.suites_config.check_probe_cs`).
         bounds: the smallest and largest C ever evaluated (``0 < low <= high``). step: the widening factor (> 1).
 
     Returns:
@@ -264,10 +260,10 @@ def select_c(evaluate: Callable[[float], tuple[float, bool]], Cs: Sequence[float
     Raises:
         ValueError: a bad grid (:func:`_check_grid`), bounds or step; a non-finite score (naming the C).
     """
-    Cs = _check_grid(Cs, 1)
     lo_bound, hi_bound = bounds
     if not (0 < lo_bound <= hi_bound) or not step > 1:
         raise ValueError(f"bounds must satisfy 0 < low <= high and step > 1, got {bounds}, {step}")
+    Cs = _check_grid(Cs, 1, bounds)
     val: dict[float, float] = {}
     converged = True
 
@@ -729,8 +725,18 @@ def _file_task(name: str, t, cfg, rng: np.random.Generator) -> dict:
             te_ids = _rel_ids(te.images, roots[1])
             test = [(te_ids[i], te.images[i], te.labels[i] if multi else classes.index(te.classes[te.labels[i]]))
                     for i in te_i]
+    # every image the probe will encode is decoded here, an unreadable one skipped with its count (issue 22: a
+    # damaged image used to pass preparation and fail the whole model's encoding later)
+    verdicts = {p: check_image(p) for p in sorted({row[1] for row in (*train, *test)})}
+    for part, rows in (("train", train), ("test", test)):
+        skipped.update(f"{part}_{verdicts[row[1]]}" for row in rows if verdicts[row[1]])
+    train = [row for row in train if not verdicts[row[1]]]
+    test = [row for row in test if not verdicts[row[1]]]
     if not test:
         raise DataAbsent("no test image present")
+    if not multi and len({row[2] for row in train}) < 2:
+        raise ValueError(f"probe task {name!r}: its {len(train)} training images hold fewer than 2 classes "
+                         f"({sorted({classes[row[2]] for row in train})}); a linear probe needs at least two")
     key = "labels" if multi else "label"
     return {"kind": "multilabel" if multi else "single", "classes": classes, "skipped": dict(skipped),
             "train": [{"id": i, "image": p, key: lab, "val": bool(v)} for i, p, lab, v in train],
@@ -758,7 +764,9 @@ def prepare_probe(cfg, world_cfg, out_dir: str | os.PathLike, seed: int,
     Every training item carries ``val``: the ``cfg.val_size`` (200) validation rows of the C selection (seeded,
     stratified when possible; ``vtab1k``: the official ones). All draws use ``(seed, cfg.seed)`` on
     :data:`PROBE_STREAM`. A task whose files are absent (or too few) is recorded unavailable with its reason; the
-    suite is unavailable only when no task is available. Layout: module docstring.
+    suite is unavailable only when no task is available. Every drawn image of a file task is decoded here
+    (:func:`concrete_jungle.io.check_image`): an unreadable one is left out and counted (``skipped``:
+    ``train_image_unreadable``, ``test_image_too_large``, ...). Layout: module docstring.
 
     Args:
         cfg: :class:`~concrete_jungle.params.ProbeParams`; world_cfg: :class:`~concrete_jungle.params.WorldConfig`
@@ -771,7 +779,7 @@ def prepare_probe(cfg, world_cfg, out_dir: str | os.PathLike, seed: int,
     Raises:
         ValueError: malformed source files or a path outside its root (named), a scene_world task without
             ``world_cfg`` or in a world that cannot hold it (single-object attributes need ``min_objects == 1``,
-            ``count`` two object counts).
+            ``count`` two object counts), a single-label file task whose training images hold one class (named).
         RuntimeError: too few unseen scenes.
     """
     out_dir = Path(out_dir)
@@ -866,19 +874,23 @@ def score_probe(suite_dir: str | os.PathLike, cache: EmbeddingCache, cfg) -> dic
             continue
         item = read_json(suite_dir / tm["file"])
         train, test = item["train"], item["test"]
-        x = cache.image([it["image"] for it in train])
-        xt = cache.image([it["image"] for it in test])
-        val = [it["val"] for it in train]
-        if item["kind"] == "multilabel":
-            Y = [np.array([np.isin(range(len(item["classes"])), it["labels"]) for it in p]) for p in (train, test)]
-            res = multilabel_map(x, Y[0], xt, Y[1], cfg.Cs, cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
-            out["metrics"][name] = {k: res[k] for k in ("map", "p_at_1", "C", "C_at_edge", "val_map")}
-            primary[name] = res["map"]
-        else:
-            res = vtab_linear_probe(x, [it["label"] for it in train], xt, [it["label"] for it in test], cfg.Cs,
-                                    cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
-            out["metrics"][name] = {k: res[k] for k in ("top1", "top5", "C", "C_at_edge", "val_top1") if k in res}
-            primary[name] = res["top1"]
+        try:
+            x = cache.image([it["image"] for it in train])
+            xt = cache.image([it["image"] for it in test])
+            val = [it["val"] for it in train]
+            if item["kind"] == "multilabel":
+                Y = [np.array([np.isin(range(len(item["classes"])), it["labels"]) for it in p]) for p in (train, test)]
+                res = multilabel_map(x, Y[0], xt, Y[1], cfg.Cs, cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
+                out["metrics"][name] = {k: res[k] for k in ("map", "p_at_1", "C", "C_at_edge", "val_map")}
+                primary[name] = res["map"]
+            else:
+                res = vtab_linear_probe(x, [it["label"] for it in train], xt, [it["label"] for it in test], cfg.Cs,
+                                        cfg.val_size, cfg.seed, cfg.max_iter, val_mask=val)
+                out["metrics"][name] = {k: res[k] for k in ("top1", "top5", "C", "C_at_edge", "val_top1") if k in res}
+                primary[name] = res["top1"]
+        except (ValueError, KeyError) as err:  # e.g. a single-class task: name it and its file (issue 22)
+            err.add_note(f"in probe task {name!r} ({suite_dir / tm['file']})")
+            raise
         groups[name] = out["metrics"][name]["group"] = tm["group"]  # the table column it goes to
         out["n"].update({f"{name}_train": len(train), f"{name}_test": len(test)})
         out["verdicts"][name] = {it["id"]: bool(h) for it, h in zip(test, res["hits"].tolist())}

@@ -66,8 +66,13 @@ def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = 
         checkpoint = (model_dir(params, label) / "checkpoint.pt").as_posix()
         scored = {}
         if meta.get("available"):
-            cache = EmbeddingCache.load(params.data_dir / "embeddings" / suite / member_path(label))
-            scored = score_fn(folder, meta, cache)
+            cache_dir = params.data_dir / "embeddings" / suite / member_path(label)
+            try:
+                scored = score_fn(folder, meta, EmbeddingCache.load(cache_dir))
+            except (ValueError, OSError) as err:  # name the model, suite and file (issue 22)
+                err.add_note(f"while scoring suite {suite!r} for model {label!r} from the embedding cache {cache_dir} "
+                             f"and the prepared folder {folder}")
+                raise
         for name in results:
             res = scored.get(name)
             if res is None or res.get("available") is False:

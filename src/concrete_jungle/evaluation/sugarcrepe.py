@@ -14,6 +14,7 @@ hard negative caption in cosine space, **strictly**: a tie counts as wrong.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings
-from concrete_jungle.io import confined_path, read_json, write_json
+from concrete_jungle.io import check_image, confined_path, read_json, write_json
 
 __all__ = [
     "SUGARCREPE_SUBSETS",
@@ -63,7 +64,25 @@ def _subset_names(bench_dir: Path, subsets: Sequence[str] | None) -> list[str]:
 
 
 def _read_subset(path: Path) -> dict[str, dict]:
-    data = read_json(path)
+    """One SugarCrepe-format subset file ``{id: item}``.
+
+    Raises:
+        ValueError: not an object of items, an item lacking a non-empty string field, or an id (or an item's field)
+            written twice, which ``json`` would silently resolve to the last one (file and id named; issue 22)."""
+    def unique(pairs):
+        keys = [k for k, _ in pairs]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"{path}: key {twice[0]!r} occurs twice in one object (a repeated item id or field)")
+        return dict(pairs)
+
+    if not path.exists():
+        raise FileNotFoundError(f"JSON file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh, object_pairs_hook=unique)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON: {err}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object {{id: item}}, got {type(data).__name__}")
     for iid, item in data.items():
@@ -85,12 +104,15 @@ def _default_image_root(bench_dir: Path) -> Path:
 
 
 def keep_items_with_images(
-    id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], exists: dict[str, bool],
+    id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], checked: dict[str, str | None],
     where: str = "benchmark subset",
 ) -> tuple[list[dict], dict[str, int]]:
-    """The ``(id, item)`` pairs whose ``root / item["filename"]`` is a file, as ``{"id", "filename", "image",
-    *text_keys}`` dicts in order, and the skip counts ``{"image_missing": n}`` (``{}`` when none). ``exists``
-    caches the file checks across subsets (updated in place); ``where`` names the subset in errors.
+    """The ``(id, item)`` pairs whose ``root / item["filename"]`` is a file that decodes, as ``{"id", "filename",
+    "image", *text_keys}`` dicts in order, and the skip counts by reason (``{}`` when none): ``image_missing``,
+    ``image_unreadable`` (empty, truncated, corrupt, not an image), ``image_too_large``
+    (:func:`concrete_jungle.io.check_image`; issue 22: a damaged image used to pass preparation and fail the whole
+    model's encoding later). ``checked`` caches each file's verdict across subsets (updated in place); ``where``
+    names the subset in errors.
 
     Raises:
         ValueError: an item whose ``filename`` is absolute or resolves outside ``root`` (``..``, a symlink out of
@@ -99,10 +121,11 @@ def keep_items_with_images(
     kept, counts = [], Counter()
     for iid, item in id_items:
         fname = item["filename"]
-        if fname not in exists:
-            exists[fname] = confined_path(root, fname, f"{where} item {str(iid)!r}").is_file()
-        if not exists[fname]:
-            counts["image_missing"] += 1
+        if fname not in checked:
+            path = confined_path(root, fname, f"{where} item {str(iid)!r}")
+            checked[fname] = check_image(path) if path.is_file() else "image_missing"
+        if checked[fname] is not None:
+            counts[checked[fname]] += 1
             continue
         kept.append({"id": str(iid), "filename": fname, "image": str(root / fname),
                      **{key: item[key] for key in text_keys}})
@@ -114,7 +137,7 @@ def load_sugarcrepe(
     image_root: str | os.PathLike | None = None,
     subsets: Sequence[str] | None = None,
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
-    """Read SugarCrepe subset JSONs and keep the items whose image file exists.
+    """Read SugarCrepe subset JSONs and keep the items whose image file exists and decodes.
 
     Args:
         bench_dir: folder with ``<subset>.json`` files in SugarCrepe's format
@@ -128,13 +151,13 @@ def load_sugarcrepe(
     Returns:
         ``(items_by_subset, skipped)``. ``items_by_subset[subset]`` is a list, in file order, of
         ``{"id", "filename", "image", "caption", "negative_caption"}`` (``image`` = image_root /
-        filename, as a string). ``skipped[subset]`` is a dict reason -> count with the single reason
-        ``image_missing``; every loaded subset has an entry (``{}`` when nothing was skipped). A subset
-        may end up with no items.
+        filename, as a string). ``skipped[subset]`` is a dict reason -> count, reasons ``image_missing``,
+        ``image_unreadable``, ``image_too_large`` (:func:`keep_items_with_images`); every loaded subset has an
+        entry (``{}`` when nothing was skipped). A subset may end up with no items.
 
     Raises:
         FileNotFoundError: if ``bench_dir`` or a requested subset file is missing, or there is none.
-        ValueError: if a subset file is not ``{id: item}``, an item lacks a non-empty
+        ValueError: if a subset file is not ``{id: item}``, repeats an id, an item lacks a non-empty
             ``filename``/``caption``/``negative_caption``, or an item's ``filename`` is absolute or resolves
             outside the image root (naming the subset, the item id and the filename).
     """
@@ -144,10 +167,10 @@ def load_sugarcrepe(
     root = Path(image_root) if image_root is not None else _default_image_root(bench_dir)
     items: dict[str, list[dict]] = {}
     skipped: dict[str, dict[str, int]] = {}
-    exists: dict[str, bool] = {}
+    checked: dict[str, str | None] = {}
     for name in _subset_names(bench_dir, subsets):
         items[name], skipped[name] = keep_items_with_images(
-            _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], exists,
+            _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], checked,
             f"SugarCrepe subset {name!r}")
     return items, skipped
 

@@ -87,13 +87,13 @@ def load_sugarcrepe_pp(
                                                         if (src_dir / f"{s}.json").is_file()]
     if not names:
         raise FileNotFoundError(f"no SugarCrepe++ subset file ({', '.join(SUGARCREPE_PP_SUBSETS)}) in {src_dir}")
-    items, skipped, exists = {}, {}, {}
+    items, skipped, checked = {}, {}, {}
     for name in names:
         path = src_dir / f"{name}.json"
         if not path.is_file():
             raise FileNotFoundError(f"SugarCrepe++ subset {name!r} not found: {path}")
         id_items = ((item.get("id", k), item) for k, item in enumerate(_read_subset(path)))
-        items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], exists,
+        items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], checked,
                                                             f"SugarCrepe++ subset {name!r}")
     return items, skipped
 

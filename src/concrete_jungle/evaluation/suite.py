@@ -152,12 +152,19 @@ class EmbeddingCache:
         """Read a folder written by :meth:`save`.
 
         Raises:
-            FileNotFoundError: a file is missing; ValueError: the arrays do not match the index.
+            FileNotFoundError: a file is missing; ValueError: the arrays do not match the index, or a row holds NaN
+                or Inf (naming the file, the row and its key: issue 22).
         """
         folder = Path(folder)
         index = read_json(folder / "index.json")
         images = np.load(folder / "images.npy", allow_pickle=False)
         texts = np.load(folder / "texts.npy", allow_pickle=False)
+        for name, arr, keys in (("images.npy", images, index["images"]), ("texts.npy", texts, index["texts"])):
+            bad = np.flatnonzero(~np.isfinite(arr).all(axis=-1)) if arr.ndim == 2 else []
+            if len(bad):
+                key = keys[bad[0]] if bad[0] < len(keys) else "?"
+                raise ValueError(f"{folder / name}: {len(bad)} row(s) hold NaN or Inf, the first row {int(bad[0])} "
+                                 f"({key!r}); re-run the embed stage of this model")
         return cls(list(index["images"]), list(index["texts"]), images, texts)
 
 

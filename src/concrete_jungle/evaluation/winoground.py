@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings, read_suite, unavailable, write_suite
-from concrete_jungle.io import atomic_write, confined_path, read_json, read_jsonl, write_json
+from concrete_jungle.io import atomic_write, check_image, confined_path, read_json, read_jsonl, write_json
 from concrete_jungle.params import WinogroundParams, WorldConfig
 
 __all__ = [
@@ -243,6 +243,17 @@ def _write_png(data: bytes, path: Path, what: str) -> None:
             rgb.save(fh, format="PNG")
 
 
+def _require_decodable(path: Path, what: str) -> None:
+    """Decode ``path`` now (:func:`concrete_jungle.io.check_image`) rather than fail the whole model's encoding later
+    (issue 22); Winoground is a fixed set of 400 items, so a damaged image is an error naming the item, not a skip.
+
+    Raises:
+        ValueError: naming ``what``, the file and the reason (``image_unreadable``, ``image_too_large``)."""
+    reason = check_image(path)
+    if reason:
+        raise ValueError(f"{what}: image file {path} does not decode ({reason})")
+
+
 def _parquet_image(cell: Any, folder: Path, image_dir: Path | None, name: str, what: str) -> str:
     """The path of one parquet image cell (``{"bytes", "path"}``): bytes are written to ``image_dir/name``."""
     if not isinstance(cell, Mapping):
@@ -258,6 +269,7 @@ def _parquet_image(cell: Any, folder: Path, image_dir: Path | None, name: str, w
         path = confined_path(folder, rel, what)
         if not path.is_file():
             raise FileNotFoundError(f"{what}: image file not found: {path}")
+        _require_decodable(path, what)
         return str(path)
     raise ValueError(f"{what}: the image dict has neither bytes nor a path")
 
@@ -353,6 +365,7 @@ def read_winoground_hf(folder: str | os.PathLike, image_dir: str | os.PathLike |
             path = confined_path(folder / "images", name, here)
             if not path.is_file():
                 raise FileNotFoundError(f"{here}: image file not found: {path}")
+            _require_decodable(path, here)
             paths.append(str(path))
         items.append({"id": iid, "image_0": paths[0], "image_1": paths[1],
                       "caption_0": _caption(rec, "caption_0", what), "caption_1": _caption(rec, "caption_1", what),
