@@ -457,6 +457,20 @@ def _columns(results: Mapping[str, Mapping], models: Sequence[str], table: str) 
     return present, cols
 
 
+def _subset_set_notes(results: Mapping[str, Mapping]) -> list[str]:
+    """A note per suite scored over other subsets than the benchmark's own (a result's ``subset_set``, issue 22):
+    its "all" and M.Avg are then not the paper's."""
+    notes = []
+    for suite, by_model in results.items():
+        sets = {(tuple(r["subset_set"]["absent"]), tuple(r["subset_set"]["extra"])) for r in by_model.values()
+                if isinstance(r, Mapping) and not r.get("subset_set", {}).get("complete", True)}
+        for absent, extra in sorted(sets):
+            notes.append(f"{_SUITE_LABEL.get(suite, suite)} scored over other subsets than the benchmark's own: "
+                         + "; ".join(part for part in (absent and "absent " + ", ".join(absent),
+                                                       extra and "added " + ", ".join(extra)) if part) + ".")
+    return notes
+
+
 def table_mavg(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], table: str = "table2",
                base: str = "base") -> dict[str, float]:
     """Each model's **M.Avg** exactly as :func:`table2` / :func:`table3` compute it: the mean of the columns that
@@ -511,6 +525,7 @@ def table2(results: Mapping[str, Mapping[str, Mapping]], models: Sequence[str], 
              + (f"; here hc-cement vs clip: {here} relative M.Avg." if here else ".")]
     if absent:
         notes.append("Not evaluated (no result): " + ", ".join(_SUITE_LABEL[s] for s in absent) + ".")
+    notes += _subset_set_notes(present)
     caption = ["Compositional understanding (paper Sec. 3.3, Tab. 2): accuracy in %, 1 decimal. SC = SugarCrepe "
                "(I2T accuracy per subset), SC++ = SugarCrepe++ (ITT / TOT, macro over subsets), WG = Winoground "
                "(text / image / group score). " + _mavg_caption(r, base)]

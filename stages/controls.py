@@ -19,7 +19,7 @@ from pathlib import Path
 from analysis.controls import batch_size_summary, seeds_summary, sources_summary
 from analysis.report import GRADIENT_RATIO_TSV
 from analysis.tables import read_results, read_verdicts
-from concrete_jungle.cli import clear_outputs, dump_json
+from concrete_jungle.cli import clear_outputs, dump_json, output_transaction
 from concrete_jungle.grid import comparison_pairs, model_labels, train_metrics_dir
 from concrete_jungle.io import atomic_write, read_json, write_metrics
 from concrete_jungle.params import Params, load_params
@@ -189,12 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", nargs="+", required=True, help="the gathered profiles' params files")
     args = ap.parse_args(argv)
     profiles = [load_params(f) for f in args.params]
-    if args.what == "batch_size":
-        result = run_batch_size(profiles)
-    elif args.what == "concreteness_source":
-        result = run_concreteness_source(profiles)
-    else:
-        result = run_seeds(profiles, args.what)
+    with output_transaction():  # all new outputs or the earlier ones
+        if args.what == "batch_size":
+            result = run_batch_size(profiles)
+        elif args.what == "concreteness_source":
+            result = run_concreteness_source(profiles)
+        else:
+            result = run_seeds(profiles, args.what)
     print(dump_json(result))
     return 0
 

@@ -52,7 +52,10 @@ def _train_family(params: Params, family: str) -> dict:
     out = {}
     maps: dict = {}  # locked-trunk maps shared by the members (one base trunk, the same anchors)
     summary_file = params.metrics_dir / "train" / f"{family}.json"
-    clear_outputs(summary_file)
+    # every member's checkpoint with the summary: a family failing part-way leaves the earlier run's checkpoints
+    # (run_stage's transaction), never a new one beside older ones; resume states live apart, in models/<p>/resume
+    members = family_members(params, family)
+    clear_outputs(summary_file, *(model_dir(params, label) / "checkpoint.pt" for label in members))
     for label in family_members(params, family):
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step

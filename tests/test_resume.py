@@ -200,9 +200,8 @@ def test_a_second_run_on_a_locked_resume_folder_fails_before_training(tmp_path):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_path, monkeypatch):
-    # issue 22: the lock was per member, so a second direct run of a family started after the first had finished a
-    # member trained the family again, interleaved, and deleted the first run's summary file at its start
+def _train_stage():
+    """(repository root, stages/train.py as a module, the world's params)."""
     import importlib.util
 
     from concrete_jungle.params import load_params
@@ -211,7 +210,13 @@ def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_p
     spec = importlib.util.spec_from_file_location("_train_stage", repo / "stages" / "train.py")
     stage = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stage)
-    params = load_params(repo / "params.yaml")
+    return repo, stage, load_params(repo / "params.yaml")
+
+
+def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_path, monkeypatch):
+    # issue 22: the lock was per member, so a second direct run of a family started after the first had finished a
+    # member trained the family again, interleaved, and deleted the first run's summary file at its start
+    repo, stage, params = _train_stage()
     monkeypatch.chdir(tmp_path)
     summary = params.metrics_dir / "train" / "infonce.json"
     summary.parent.mkdir(parents=True)
@@ -228,6 +233,26 @@ def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_p
     # released: the next run goes past the lock (and fails here on the absent base model, naming it)
     with pytest.raises(FileNotFoundError, match="base"):
         stage.train_family(params, "infonce")
+
+
+def test_a_family_failing_part_way_leaves_all_its_earlier_outputs(tmp_path, monkeypatch):
+    # issue 22 item 1: a training family that failed part-way left a new checkpoint beside older ones of the family
+    # and its summary deleted; through run_stage (as DVC runs it) the earlier outputs all come back
+    from concrete_jungle.cli import run_stage
+    from concrete_jungle.grid import family_members, model_dir
+
+    repo, stage, params = _train_stage()
+    monkeypatch.chdir(tmp_path)
+    old = {params.metrics_dir / "train" / "infonce.json": "{}"}
+    old.update({model_dir(params, m) / "checkpoint.pt": f"old {m}" for m in family_members(params, "infonce")})
+    for path, text in old.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    with pytest.raises(FileNotFoundError, match="base"):  # no base model here: fails before any member is trained
+        run_stage("train", stage.train_family, argv=["--params", str(repo / "params.yaml"), "--family", "infonce"],
+                  family={})
+    assert {p: p.read_text() for p in old} == old and len(old) == 4  # the summary and the 3 members' checkpoints
+    assert not list(tmp_path.rglob("*.previous"))
 
 
 # ------------------------------------------------------------------------------------------------ SIGKILL

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 from concrete_jungle.evaluation.sugarcrepe import (
+    SUGARCREPE_SUBSETS,
     benchmark_inputs,
     load_sugarcrepe,
     prepare_benchmark,
@@ -138,6 +139,28 @@ def test_damaged_images_and_repeated_ids_are_named_at_preparation(tmp_path):
         load_sugarcrepe(bench)
 
 
+def test_a_deleted_emptied_or_added_subset_file_is_recorded(tmp_path):
+    # issue 22 item 4: such a change moved `all` without any record; prepare names the emptied subset and the
+    # score's subset_set names what is absent, extra and dropped against the benchmark's own seven
+    src, imgs = tmp_path / "src", tmp_path / "imgs"
+    src.mkdir()
+    imgs.mkdir()
+    Image.new("RGB", (8, 8), (200, 0, 0)).save(imgs / "red.png")
+    item = {"filename": "red.png", "caption": "a red square", "negative_caption": "a blue square"}
+    for i, name in enumerate(SUGARCREPE_SUBSETS[:5]):  # swap_att and swap_obj deleted
+        (src / f"{name}.json").write_text(json.dumps({str(i): item}))
+    (src / "replace_rel.json").write_text(json.dumps({"9": {**item, "filename": "gone.png"}}))  # emptied
+    (src / "my_subset.json").write_text(json.dumps({"8": item}))  # added
+    meta = prepare_benchmark(src, imgs, tmp_path / "prepared", "test")
+    assert meta["dropped_empty_subsets"] == ["replace_rel"]
+    cache = _cache({str(imgs / "red.png"): [1.0, 0.0]}, {"a red square": [1.0, 0.0], "a blue square": [0.0, 1.0]})
+    res = score_sugarcrepe(tmp_path / "prepared", cache)
+    assert res["subset_set"] == {"scored": ["add_att", "add_obj", "my_subset", "replace_att", "replace_obj"],
+                                 "absent": ["replace_rel", "swap_att", "swap_obj"], "extra": ["my_subset"],
+                                 "dropped_empty": ["replace_rel"], "complete": False}
+    assert res["n"]["all"] == 5
+
+
 def test_load_sugarcrepe_errors(tmp_path):
     bench = _bench(tmp_path)
     with pytest.raises(FileNotFoundError, match="add_att"):
@@ -168,6 +191,9 @@ def test_score_sugarcrepe_from_fixed_embeddings(tmp_path):
     assert res["n"] == {"sub_a": 2, "sub_b": 1, "all": 3}
     assert res["verdicts"] == {"sub_a": {"0": True, "1": False}, "sub_b": {"5": False}}
     assert res["skipped"] == {"sub_a": {}, "sub_b": {"image_missing": 1}}
+    # none of the benchmark's seven subsets: the record says `all` is over another set (issue 22 item 4)
+    assert res["subset_set"] == {"scored": ["sub_a", "sub_b"], "absent": list(SUGARCREPE_SUBSETS),
+                                 "extra": ["sub_a", "sub_b"], "dropped_empty": [], "complete": False}
     with pytest.raises(KeyError, match="a navy square"):
         score_sugarcrepe(bench, _cache(colour, {k: v for k, v in TEXT_EMB.items() if k != "a navy square"}))
 

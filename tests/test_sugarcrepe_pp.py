@@ -81,6 +81,8 @@ def test_score_from_fixed_embeddings(tmp_path):
     assert res["metrics"]["itt"]["micro_accuracy"] == 0.5
     assert res["metrics"]["tot"]["subsets"]["swap_att"] == {"accuracy": 0.5, "n": 2, "correct": 1}
     assert res["n"] == {"swap_att": 2, "all": 2} and res["skipped"] == {"swap_att": {"image_missing": 1}}
+    assert res["subset_set"] == {"scored": ["swap_att"], "absent": ["replace_att", "replace_obj", "replace_rel",
+                                 "swap_obj"], "extra": [], "dropped_empty": [], "complete": False}
     (tmp_path / "replace_obj.json").write_text(json.dumps([{**items[0], "caption2": " "}]))
     with pytest.raises(ValueError, match=r"item 0 \(id 0\) lacks a non-empty string 'caption2'"):
         score_sugarcrepe_pp(tmp_path, cache)

@@ -72,6 +72,19 @@ def test_table2_macro_average_and_relative_gain_by_hand():
     assert "hc-cement & 80.0 & 70.0 & 55.0 & 45.0 & 40.0 & 20.0 & 15.0 & 46.4 & +44.44 \\\\" in tex
 
 
+def test_table2_notes_a_suite_scored_over_other_subsets():
+    # issue 22 item 4: a result's subset_set says "all" was taken over other subsets than the benchmark's own
+    results = _results2()
+    assert "other subsets" not in table2(results, MODELS)[0]
+    for m in ("base", "clip"):
+        results["sugarcrepe"][m]["subset_set"] = {"scored": ["add_att", "swap_obj", "mine"], "extra": ["mine"],
+                                                  "absent": ["replace_rel"], "dropped_empty": [], "complete": False}
+    md, tex = table2(results, MODELS)
+    note = "SugarCrepe scored over other subsets than the benchmark's own: absent replace_rel; added mine."
+    assert md.count(note) == 1
+    assert "absent replace\\_rel" in tex
+
+
 def test_table2_skipped_suite_shows_dash_and_its_reason():
     results = _results2(pp_skipped=True)
     del results["winoground"]["hc-cement"]  # no result file at all for one model

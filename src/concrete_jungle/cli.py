@@ -8,34 +8,87 @@ repository root, where DVC runs every stage.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from pathlib import Path
 
-__all__ = ["run_stage", "fresh_dir", "clear_outputs", "pop_live_summary", "dump_json"]
+__all__ = ["run_stage", "fresh_dir", "clear_outputs", "output_transaction", "pop_live_summary", "dump_json"]
+
+#: The outputs the running stage has set aside (``[(path, backup or None)]``), or None outside a stage.
+_SET_ASIDE: list[tuple[Path, Path | None]] | None = None
 
 
 def fresh_dir(path: str | os.PathLike) -> Path:
-    """Remove ``path`` if it exists and create it empty (a stage's output folder); returns it as a Path."""
+    """Clear ``path`` (:func:`clear_outputs`: set aside inside a stage) and create it empty (a stage's output
+    folder); returns it as a Path."""
     path = Path(path)
-    if path.exists():
-        shutil.rmtree(path)
+    clear_outputs(path)
     path.mkdir(parents=True)
     return path
 
 
-def clear_outputs(*paths: str | os.PathLike) -> None:
-    """Delete a stage's output files before it writes any of them (missing ones are fine).
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
 
-    A stage with several outputs calls this first, so a failure part-way leaves some outputs new and the others
-    absent, never one new beside another from an earlier run (DVC does the same before ``dvc repro`` runs a
-    stage; this covers a stage run by hand)."""
+
+def _backup(p: Path) -> Path:
+    return p.with_name(f".{p.name}.previous")  # a hidden sibling: the same file system, so a rename
+
+
+def clear_outputs(*paths: str | os.PathLike) -> None:
+    """Clear a stage's outputs before it writes any of them (missing ones are fine).
+
+    Inside :func:`output_transaction` (every stage run through :func:`run_stage`) each existing output is set aside
+    (renamed to a hidden ``.<name>.previous`` beside it) and restored if the stage fails, so a stage with several
+    outputs leaves all new outputs or all old ones (issue 22), never one new beside another from an earlier run.
+    Outside a transaction the outputs are deleted (DVC does the same before ``dvc repro`` runs a stage). A
+    ``.previous`` left by a killed run is put back first, so the old outputs survive a kill -9 too."""
     for p in map(Path, paths):
-        if p.is_dir():
-            shutil.rmtree(p)
+        if _SET_ASIDE is not None and any(p == q for q, _ in _SET_ASIDE):
+            _remove(p)  # cleared again by the same stage: its first clearing set the old one aside
+            continue
+        b = _backup(p)
+        if b.exists() or b.is_symlink():  # a killed run's: its outputs are partial, the set-aside ones whole
+            _remove(p)
+            os.replace(b, p)
+        if _SET_ASIDE is None:
+            _remove(p)
         elif p.exists() or p.is_symlink():
-            p.unlink()
+            os.replace(p, b)
+            _SET_ASIDE.append((p, b))
+        else:
+            _SET_ASIDE.append((p, None))  # nothing old: a failure removes what was written
+
+
+@contextlib.contextmanager
+def output_transaction():
+    """All-new or all-old outputs for the stage run inside (issue 22 item 1): the outputs :func:`clear_outputs`
+    sets aside are deleted when the block ends normally, and put back (the new, partial ones removed) when it
+    raises, the exception propagating. Nested transactions join the outermost one."""
+    global _SET_ASIDE
+    if _SET_ASIDE is not None:
+        yield
+        return
+    _SET_ASIDE = []
+    try:
+        yield
+    except BaseException:
+        for path, backup in reversed(_SET_ASIDE):
+            _remove(path)
+            if backup is not None:
+                os.replace(backup, path)
+        raise
+    else:
+        for _, backup in _SET_ASIDE:
+            if backup is not None:
+                _remove(backup)
+    finally:
+        _SET_ASIDE = None
 
 
 def pop_live_summary(live_dir: str | os.PathLike) -> dict:
@@ -61,7 +114,8 @@ def dump_json(obj) -> str:
 
 def run_stage(description: str, fn, argv=None, **arguments) -> dict:
     """Thin CLI shared by ``stages/*.py``: parse ``--params`` plus ``arguments`` (name -> argparse kwargs), load
-    and validate params, call ``fn(params, **parsed)`` and print its result as JSON. ``fn`` may be a mapping
+    and validate params, call ``fn(params, **parsed)`` inside :func:`output_transaction` and print its result as
+    JSON. ``fn`` may be a mapping
     ``{step: function}`` (a suite's ``prepare`` and ``score``): the first positional argument picks the step.
 
     Raises:
@@ -83,6 +137,7 @@ def run_stage(description: str, fn, argv=None, **arguments) -> dict:
     args = vars(parser.parse_args(argv))
     params = load_params(args.pop("params"))
     func = fn[args.pop("step")] if isinstance(fn, dict) else fn
-    result = func(params, **args)
+    with output_transaction():  # a failure leaves the stage's earlier outputs as they were
+        result = func(params, **args)
     print(dump_json(result))
     return result

@@ -35,6 +35,7 @@ __all__ = [
     "require_items",
     "score_sugarcrepe",
     "keep_items_with_images",
+    "subset_set",
 ]
 
 #: The seven subsets of the refined SugarCrepe benchmark, in the order the paper's Tab. 2 uses.
@@ -294,6 +295,26 @@ def require_items(items: Mapping[str, list], skipped: Mapping, what: str) -> Non
         raise ValueError(f"{what} subsets with no item whose image exists: {empty} (skipped: {dict(skipped)})")
 
 
+def subset_set(bench_dir: str | os.PathLike, scored: Sequence[str], benchmark: Sequence[str]) -> dict:
+    """The record of which subsets a score's ``all`` is taken over (issue 22 item 4): a deleted, emptied or added
+    subset file changes ``all``, and the result says so instead of a reader finding out from the numbers.
+
+    Args:
+        bench_dir: the prepared folder (its ``meta.json`` lists the subsets dropped at prepare for want of items).
+        scored: the subsets scored. benchmark: the benchmark's own set (e.g. :data:`SUGARCREPE_SUBSETS`).
+
+    Returns:
+        ``{"scored": [...], "absent": [benchmark subsets not scored], "extra": [scored subsets not of the benchmark],
+        "dropped_empty": [subsets dropped at prepare], "complete": not absent and not extra}``.
+    """
+    meta = Path(bench_dir) / "meta.json"
+    dropped = read_json(meta).get("dropped_empty_subsets", []) if meta.is_file() else []
+    absent = [s for s in benchmark if s not in scored]
+    extra = [s for s in scored if s not in benchmark]
+    return {"scored": list(scored), "absent": absent, "extra": extra, "dropped_empty": list(dropped),
+            "complete": not absent and not extra}
+
+
 def benchmark_inputs(items: Mapping[str, list[dict]], text_keys: Sequence[str]) -> tuple[list[str], list[str]]:
     """The unique image paths and captions of SugarCrepe-format items (what the embed stage encodes)."""
     images = sorted({it["image"] for kept in items.values() for it in kept})
@@ -310,7 +331,8 @@ def score_sugarcrepe(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> dic
 
     Returns:
         ``{"metrics": summarize(...) without n_items, "n": {subset: items, "all": items},
-        "verdicts": {subset: {item id: bool}}, "skipped": loader skip counts}``.
+        "verdicts": {subset: {item id: bool}}, "skipped": loader skip counts, "subset_set": :func:`subset_set`
+        against the seven of :data:`SUGARCREPE_SUBSETS`}``.
 
     Raises:
         ValueError: a subset with no item left; KeyError: an input the cache lacks.
@@ -325,5 +347,6 @@ def score_sugarcrepe(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> dic
     n = {name: s["n"] for name, s in summary["subsets"].items()}
     n["all"] = summary.pop("n_items")
     return {"metrics": summary, "n": n, "skipped": skipped,
+            "subset_set": subset_set(bench_dir, list(items), SUGARCREPE_SUBSETS),
             "verdicts": {name: {it["id"]: bool(v) for it, v in zip(kept, verdicts[name].tolist())}
                          for name, kept in items.items()}}

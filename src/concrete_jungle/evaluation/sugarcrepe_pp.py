@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings
-from concrete_jungle.evaluation.sugarcrepe import _default_image_root, keep_items_with_images, require_items, summarize
+from concrete_jungle.evaluation.sugarcrepe import (_default_image_root, keep_items_with_images, require_items,
+                                                   subset_set, summarize)
 from concrete_jungle.io import read_json, write_json
 
 __all__ = [
@@ -166,7 +167,9 @@ def score_sugarcrepe_pp(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> 
 
     Returns:
         ``{"metrics": {"itt": summarize(...), "tot": summarize(...)}, "n": {subset: items, "all": items},
-        "verdicts": {"itt": {subset: {id: bool}}, "tot": {...}}}``.
+        "verdicts": {"itt": {subset: {id: bool}}, "tot": {...}}, "skipped": ..., "subset_set": the record of which
+        subsets ``all`` is taken over (:func:`~concrete_jungle.evaluation.sugarcrepe.subset_set` against
+        :data:`SUGARCREPE_PP_SUBSETS`)}``.
 
     Raises:
         ValueError: a subset with no item left; KeyError: an input the cache lacks.
@@ -185,4 +188,5 @@ def score_sugarcrepe_pp(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> 
     n["all"] = n_items
     verdicts = {task: {name: {it["id"]: bool(x) for it, x in zip(kept, per[name][task].tolist())}
                        for name, kept in items.items()} for task in ("itt", "tot")}
-    return {"metrics": metrics, "n": n, "verdicts": verdicts, "skipped": skipped}
+    return {"metrics": metrics, "n": n, "verdicts": verdicts, "skipped": skipped,
+            "subset_set": subset_set(bench_dir, list(items), SUGARCREPE_PP_SUBSETS)}
