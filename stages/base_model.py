@@ -29,7 +29,7 @@ def train_base_model(params: Params) -> dict:
     ckpt = params.models_dir / "base" / "checkpoint.pt"
     live_dir = params.metrics_dir / "train" / "base"
     summary_file = params.metrics_dir / "train" / "base.json"
-    clear_outputs(summary_file, live_dir)
+    clear_outputs(summary_file, live_dir, ckpt)
     read = params.sections("profile", "seed", "base_model")
     if not bp.train:
         save_checkpoint(ckpt, bundle, params=read, step=0)

@@ -34,9 +34,12 @@ def train_family(params: Params, family: str) -> dict:
             record whose c_i is not a finite value in [1, 5].
         RuntimeError: another run of this family holds its lock (naming the lock file and the holder's pid).
     """
+    import os
+
     from concrete_jungle.training import exclusive_run
 
-    with exclusive_run(params.models_dir / "resume" / f"{family}.family"):
+    main = int(os.environ.get("RANK", "0") or 0) == 0  # under torchrun the family's lock is rank 0's
+    with exclusive_run(params.models_dir / "resume" / f"{family}.family") if main else contextlib.nullcontext():
         return _train_family(params, family)
 
 
@@ -52,10 +55,9 @@ def _train_family(params: Params, family: str) -> dict:
     out = {}
     maps: dict = {}  # locked-trunk maps shared by the members (one base trunk, the same anchors)
     summary_file = params.metrics_dir / "train" / f"{family}.json"
-    # every member's checkpoint with the summary: a family failing part-way leaves the earlier run's checkpoints
-    # (run_stage's transaction), never a new one beside older ones; resume states live apart, in models/<p>/resume
-    members = family_members(params, family)
-    clear_outputs(summary_file, *(model_dir(params, label) / "checkpoint.pt" for label in members))
+    # every output of the family (checkpoints, step curves, summary): a family failing part-way leaves the earlier
+    # run's outputs (run_stage's transaction), never a new checkpoint beside older ones; resume states live apart
+    clear_outputs(summary_file, params.models_dir / family, params.metrics_dir / "train" / family)
     for label in family_members(params, family):
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step

@@ -82,3 +82,17 @@ def test_embedding_cache_with_nan_is_named_when_loaded(tmp_path):
     EmbeddingCache(["a.png", "b.png", "c.png"], ["t"], images, np.ones((1, 2), np.float32)).save(tmp_path / "c")
     with pytest.raises(ValueError, match=r"c/images\.npy: 1 row\(s\) hold NaN or Inf, the first row 1 \('b\.png'\)"):
         EmbeddingCache.load(tmp_path / "c")
+
+
+def test_save_png_names_the_file_it_could_not_write(tmp_path):
+    # issue 22: a rendered image written straight with PIL to a full disk raised ENOSPC naming no file
+    from PIL import Image
+
+    from concrete_jungle.io import save_png
+
+    img = Image.new("RGB", (4, 4), (10, 20, 30))
+    save_png(img, tmp_path / "ok.png", compress_level=1)
+    assert Image.open(tmp_path / "ok.png").getpixel((0, 0)) == (10, 20, 30)
+    with pytest.raises(OSError) as err:
+        save_png(img, "/dev/full")
+    assert err.value.errno == 28 and err.value.__notes__ == ["while writing the image /dev/full"]

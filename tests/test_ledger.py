@@ -224,7 +224,8 @@ def test_status_and_plan_on_this_tree(monkeypatch):
     text = lineage.status(lineage.REPO, plan_minutes=30)
     lines = text.splitlines()
     assert lines[0] == "world          fresh"
-    assert "paper          never run" in lines
+    assert ("paper          never run (parked: python -m concrete_jungle.lineage enable paper, then dvc repro "
+            "pipelines/paper/dvc.yaml)") in lines
     i = lines.index("world_seed1    pending: results at 2c978be, why: precision auto")
     assert lines[i + 1].strip() == "stale stages (1): base_model"
     assert lines[i + 2].strip().startswith("re-run: dvc repro pipelines/world_seed1/dvc.yaml")

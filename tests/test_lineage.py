@@ -11,6 +11,7 @@ import yaml
 
 from concrete_jungle import lineage
 from concrete_jungle.params import load_params
+from concrete_jungle.parking import parking_problems, pipeline_file
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "src" / "concrete_jungle"
@@ -18,7 +19,42 @@ PKG = REPO / "src" / "concrete_jungle"
 
 def test_committed_pipelines_are_the_spec():
     for params_file, dvc_yaml in lineage.PROFILE_FILES.items():
-        assert (REPO / dvc_yaml).read_text() == lineage.render(params_file), f"{dvc_yaml}: run lineage write"
+        path = pipeline_file(dvc_yaml, REPO)
+        assert (REPO / path).read_text() == lineage.render(params_file), f"{path}: run lineage write"
+
+
+def test_a_fresh_clone_holds_no_dvc_yaml_of_a_pipeline_that_never_ran():
+    """Issue 29 item 4: DVC collects every dvc.yaml, so a never-run pipeline's made ~1,000 lines of `dvc status`
+    and the warnings of every `dvc exp run`; such a pipeline is parked (dvc.parked.yaml) until enabled."""
+    dvc_yamls = sorted(str(p.relative_to(REPO)) for p in [REPO / "dvc.yaml", *(REPO / "pipelines").glob("*/dvc.yaml")])
+    assert dvc_yamls == sorted(d for d in lineage._pipelines() if (REPO / d).with_suffix(".lock").is_file())
+    assert {pipeline_file(d, REPO) for d in lineage._pipelines()} >= {"pipelines/paper/dvc.parked.yaml",
+                                                                          "pipelines/paper_n256/dvc.parked.yaml"}
+
+
+def test_enable_and_park_a_pipeline(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".git", ".venv", ".dvc", "data", "models", "metrics",
+                                                               "reports", "benchmarks", "docs", "tests"))
+    assert lineage.enable("paper", repo) == "pipelines/paper/dvc.yaml"
+    assert (repo / "pipelines/paper/dvc.yaml").read_text() == lineage.render("pipelines/paper/params.yaml", repo)
+    assert not (repo / "pipelines/paper/dvc.parked.yaml").exists()
+    assert "pipelines/paper/dvc.yaml" in lineage.write(repo)  # write keeps the enabled form
+    with pytest.raises(ValueError, match="pipelines/paper/dvc.yaml is not parked"):
+        lineage.enable("paper", repo)
+    (repo / "pipelines/paper/dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    with pytest.raises(ValueError, match=r"has a lock \(pipelines/paper/dvc.lock\)"):
+        lineage.park("paper", repo)
+    (repo / "pipelines/paper/dvc.lock").unlink()
+    assert lineage.park("paper", repo) == "pipelines/paper/dvc.parked.yaml"
+    (repo / "pipelines/paper/dvc.lock").write_text("schema: '2.0'\nstages: {}\n")  # ran, yet parked
+    assert parking_problems("pipelines/paper/dvc.yaml", repo) == [
+        "pipelines/paper/dvc.parked.yaml: a parked pipeline has a lock; python -m concrete_jungle.lineage enable paper"]
+    (repo / "pipelines/paper/dvc.lock").unlink()
+    assert pipeline_file("pipelines/paper/dvc.yaml", repo) == "pipelines/paper/dvc.parked.yaml"
+    for bad, match in (("world", "never parked"), ("controls", "never parked"), ("nope", "no pipeline named 'nope'")):
+        with pytest.raises((ValueError, KeyError), match=match):
+            lineage.park(bad, repo)
 
 
 def test_code_deps_are_the_import_closure():
@@ -50,7 +86,7 @@ def test_model_config_deps_are_the_configs_a_profile_names():
     assert not {folder, f"{folder}/cj-world-effnet.json", f"{folder}/cj-world-effnet-attn.json"} & world
     attn = train_deps("pipelines/world_effnet_attn/dvc.yaml")
     assert f"{folder}/cj-world-effnet-attn.json" in attn and f"{folder}/cj-world-vit.json" not in attn
-    assert not [d for d in train_deps("pipelines/paper/dvc.yaml") if d.startswith(folder)]  # ViT-B-32: none shipped
+    assert not [d for d in train_deps("pipelines/paper/dvc.parked.yaml") if d.startswith(folder)]  # ViT-B-32: none
     p = load_params(REPO / "params.yaml")
     assert lineage.model_config_deps(["a.py", folder], [p]) == ["a.py", f"{folder}/cj-world-vit.json"]
     assert lineage.model_config_deps(["a.py"], [p]) == ["a.py"]  # a stage that builds no model keeps none
@@ -71,7 +107,7 @@ def test_every_stage_runs_after_the_pre_flight_of_its_params_file():
     """Issue 22: ``check_params`` depends on the whole params file and every other stage on its marker, so a
     changed params file is validated (unknown and missing keys named) before any stage of the pipeline runs."""
     for params_file, dvc_yaml in lineage.PROFILE_FILES.items():
-        stages = yaml.safe_load((REPO / dvc_yaml).read_text())["stages"]
+        stages = yaml.safe_load((REPO / pipeline_file(dvc_yaml, REPO)).read_text())["stages"]
         marker = f"data/{load_params(REPO / params_file).profile}/params_checked.txt"
         check = stages["check_params"]
         assert params_file in check["deps"] and check["outs"] == [marker], dvc_yaml

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,15 +58,58 @@ def test_outside_a_stage_outputs_are_deleted_and_fresh_dir_joins_the_transaction
     assert _tree(outs) == {"d/x.txt": "old x"}
 
 
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def test_outputs_set_aside_by_a_killed_run_come_back_first(outs):
-    # kill -9 inside a stage leaves .<name>.previous (whole, old) beside a partial new output
-    (outs / "a.json").rename(outs / ".a.json.previous")
+    # kill -9 inside a stage leaves .<name>.previous-<pid> (whole, old) beside a partial new output
+    (outs / "a.json").rename(outs / f".a.json.previous-{_dead_pid()}")
     (outs / "a.json").write_text("partial")
     with output_transaction():
         clear_outputs(outs / "a.json")
         during = _tree(outs)
-    assert during == {".a.json.previous": "old a", "d/x.txt": "old x"}  # the old one set aside, not the partial
+    assert during == {f".a.json.previous-{os.getpid()}": "old a", "d/x.txt": "old x"}  # the old one, not the partial
     assert _tree(outs) == {"d/x.txt": "old x"}  # the stage wrote nothing new: the old output is gone, as DVC does
+
+
+def test_a_second_live_run_of_the_stage_is_refused_naming_the_output(outs):
+    other = os.getppid()  # alive, and not this process
+    (outs / "a.json").rename(outs / f".a.json.previous-{other}")
+    with pytest.raises(RuntimeError, match=rf"another run \(pid {other}\) is writing .*a\.json"), output_transaction():
+        clear_outputs(outs / "a.json")
+    assert _tree(outs) == {f".a.json.previous-{other}": "old a", "d/x.txt": "old x"}  # the other run's, untouched
+
+
+def test_an_output_that_cannot_be_put_back_is_named(outs, monkeypatch):
+    real = os.replace
+
+    def replace(src, dst):
+        if str(dst).endswith("a.json") and ".previous-" in str(src):
+            raise PermissionError(13, "Permission denied")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="No space left") as err, output_transaction():
+        _stage(outs, 1)
+    assert any(n.startswith(f"could not put back the earlier output {outs / 'a.json'}") for n in err.value.__notes__)
+    assert _tree(outs)["d/x.txt"] == "old x"  # the others are put back
+    monkeypatch.setattr(os, "replace", real)
+    with pytest.raises(SystemExit), output_transaction():  # the next run first puts the kept one back ...
+        clear_outputs(outs / "a.json")
+        assert (outs / f".a.json.previous-{os.getpid()}").read_text() == "old a" and not (outs / "a.json").exists()
+        (outs / "a.json").write_text("newer a")
+        raise SystemExit(0)  # ... and sys.exit(0) ends a stage normally: its outputs are kept
+    assert _tree(outs) == {"a.json": "newer a", "d/x.txt": "old x"}
+
+
+def test_only_rank_0_touches_the_outputs(outs, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    with output_transaction():
+        clear_outputs(outs / "a.json", outs / "d")
+    assert _tree(outs) == {"a.json": "old a", "d/x.txt": "old x"}
 
 
 def test_run_stage_restores_on_failure(outs):

@@ -229,6 +229,10 @@ def test_a_second_run_of_a_training_family_fails_at_once_naming_the_holder(tmp_p
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         with pytest.raises(RuntimeError, match=rf"^another run holds {re.escape(str(lock))} \(pid 4242\): "):
             stage.train_family(params, "infonce")
+        monkeypatch.setenv("RANK", "1")  # a torchrun rank other than 0 takes no lock (rank 0 holds it)
+        with pytest.raises(FileNotFoundError, match="base"):
+            stage.train_family(params, "infonce")
+        monkeypatch.delenv("RANK")
     assert summary.read_text() == "{}"  # nothing of the first run was touched
     # released: the next run goes past the lock (and fails here on the absent base model, naming it)
     with pytest.raises(FileNotFoundError, match="base"):
@@ -239,20 +243,31 @@ def test_a_family_failing_part_way_leaves_all_its_earlier_outputs(tmp_path, monk
     # issue 22 item 1: a training family that failed part-way left a new checkpoint beside older ones of the family
     # and its summary deleted; through run_stage (as DVC runs it) the earlier outputs all come back
     from concrete_jungle.cli import run_stage
-    from concrete_jungle.grid import family_members, model_dir
+    from concrete_jungle.grid import family_members, model_dir, train_metrics_dir
+    from concrete_jungle.models import checkpoints
 
     repo, stage, params = _train_stage()
     monkeypatch.chdir(tmp_path)
+    members = family_members(params, "infonce")
     old = {params.metrics_dir / "train" / "infonce.json": "{}"}
-    old.update({model_dir(params, m) / "checkpoint.pt": f"old {m}" for m in family_members(params, "infonce")})
+    old.update({model_dir(params, m) / "checkpoint.pt": f"old {m}" for m in members})
+    old.update({train_metrics_dir(params, m) / "plots" / "loss.tsv": f"old curve {m}" for m in members})
     for path, text in old.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    with pytest.raises(FileNotFoundError, match="base"):  # no base model here: fails before any member is trained
+
+    def first_member_then_fail(path):  # the first member writes its new outputs, then the family fails
+        for p in (model_dir(params, members[0]) / "checkpoint.pt", train_metrics_dir(params, members[0]) / "x.tsv"):
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text("new")
+        raise RuntimeError("killed part-way")
+
+    monkeypatch.setattr(checkpoints, "load_model", first_member_then_fail)
+    with pytest.raises(RuntimeError, match="killed part-way"):
         run_stage("train", stage.train_family, argv=["--params", str(repo / "params.yaml"), "--family", "infonce"],
                   family={})
-    assert {p: p.read_text() for p in old} == old and len(old) == 4  # the summary and the 3 members' checkpoints
-    assert not list(tmp_path.rglob("*.previous"))
+    after = {p.relative_to(tmp_path): p.read_text() for p in tmp_path.rglob("*") if p.is_file() and ".lock" not in p.name}
+    assert after == {p: text for p, text in old.items()} and len(old) == 7  # summary, 3 checkpoints, 3 curves
 
 
 # ------------------------------------------------------------------------------------------------ SIGKILL

@@ -36,29 +36,59 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
-def _backup(p: Path) -> Path:
-    return p.with_name(f".{p.name}.previous")  # a hidden sibling: the same file system, so a rename
+def _main_rank() -> bool:
+    return int(os.environ.get("RANK", "0") or 0) == 0  # torchrun sets RANK; the outputs are rank 0's
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _restore_killed(p: Path) -> None:
+    """Put back what a killed run set aside (``.<name>.previous-<pid>`` of a pid no longer alive): its outputs
+    are partial, the set-aside ones whole.
+
+    Raises:
+        RuntimeError: a live process other than this one has set ``p`` aside (another run of the same stage)."""
+    for b in sorted(p.parent.glob(f".{p.name}.previous-*")):
+        pid = b.name.rsplit("-", 1)[1]
+        if not pid.isdigit():
+            continue
+        if int(pid) != os.getpid() and _alive(int(pid)):
+            raise RuntimeError(f"another run (pid {pid}) is writing {p}: wait for it to end, or stop it")
+        _remove(p)
+        os.replace(b, p)
 
 
 def clear_outputs(*paths: str | os.PathLike) -> None:
     """Clear a stage's outputs before it writes any of them (missing ones are fine).
 
     Inside :func:`output_transaction` (every stage run through :func:`run_stage`) each existing output is set aside
-    (renamed to a hidden ``.<name>.previous`` beside it) and restored if the stage fails, so a stage with several
-    outputs leaves all new outputs or all old ones (issue 22), never one new beside another from an earlier run.
-    Outside a transaction the outputs are deleted (DVC does the same before ``dvc repro`` runs a stage). A
-    ``.previous`` left by a killed run is put back first, so the old outputs survive a kill -9 too."""
-    for p in map(Path, paths):
+    (renamed to a hidden ``.<name>.previous-<pid>`` beside it) and restored if the stage fails, so a stage with
+    several outputs leaves all new outputs or all old ones (issue 22), never one new beside another from an earlier
+    run. Outside a transaction the outputs are deleted (DVC does the same before ``dvc repro`` runs a stage). What a
+    killed run set aside is put back first, so the old outputs survive a kill -9 too. Under ``torchrun`` only rank 0
+    touches the outputs. Set-aside outputs hold their disk space until the stage ends.
+
+    Raises:
+        RuntimeError: another live run has set one of ``paths`` aside (naming it and its pid)."""
+    if not _main_rank():
+        return
+    for p in (Path(os.path.abspath(x)) for x in paths):
         if _SET_ASIDE is not None and any(p == q for q, _ in _SET_ASIDE):
             _remove(p)  # cleared again by the same stage: its first clearing set the old one aside
             continue
-        b = _backup(p)
-        if b.exists() or b.is_symlink():  # a killed run's: its outputs are partial, the set-aside ones whole
-            _remove(p)
-            os.replace(b, p)
+        _restore_killed(p)
         if _SET_ASIDE is None:
             _remove(p)
         elif p.exists() or p.is_symlink():
+            b = p.with_name(f".{p.name}.previous-{os.getpid()}")  # a sibling: the same file system, so a rename
             os.replace(p, b)
             _SET_ASIDE.append((p, b))
         else:
@@ -68,8 +98,10 @@ def clear_outputs(*paths: str | os.PathLike) -> None:
 @contextlib.contextmanager
 def output_transaction():
     """All-new or all-old outputs for the stage run inside (issue 22 item 1): the outputs :func:`clear_outputs`
-    sets aside are deleted when the block ends normally, and put back (the new, partial ones removed) when it
-    raises, the exception propagating. Nested transactions join the outermost one."""
+    sets aside are deleted when the block ends normally (or by ``sys.exit(0)``), and put back (the new, partial
+    ones removed) when it raises, the exception propagating; an output that cannot be put back is named in a note
+    on that exception, and its set-aside copy left for the next run to restore. Nested transactions join the
+    outermost one."""
     global _SET_ASIDE
     if _SET_ASIDE is not None:
         yield
@@ -77,18 +109,35 @@ def output_transaction():
     _SET_ASIDE = []
     try:
         yield
-    except BaseException:
-        for path, backup in reversed(_SET_ASIDE):
+    except SystemExit as err:
+        if err.code not in (None, 0):
+            _put_back(err)
+            raise
+        _drop_set_aside()
+        raise
+    except BaseException as err:
+        _put_back(err)
+        raise
+    else:
+        _drop_set_aside()
+    finally:
+        _SET_ASIDE = None
+
+
+def _put_back(err: BaseException) -> None:
+    for path, backup in reversed(_SET_ASIDE):
+        try:
             _remove(path)
             if backup is not None:
                 os.replace(backup, path)
-        raise
-    else:
-        for _, backup in _SET_ASIDE:
-            if backup is not None:
-                _remove(backup)
-    finally:
-        _SET_ASIDE = None
+        except OSError as e:  # the rest are still put back; the next run restores this one (_restore_killed)
+            err.add_note(f"could not put back the earlier output {path} ({e}); it is kept as {backup}")
+
+
+def _drop_set_aside() -> None:
+    for _, backup in _SET_ASIDE:
+        if backup is not None:
+            _remove(backup)
 
 
 def pop_live_summary(live_dir: str | os.PathLike) -> dict:

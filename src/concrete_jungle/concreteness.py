@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import math
+import numbers
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -34,6 +35,7 @@ import pandas as pd
 __all__ = [
     "CONC_MIN",
     "CONC_MAX",
+    "is_rating",
     "C_BIN_EDGES",
     "ConcretenessTable",
     "normalize_key",
@@ -46,6 +48,13 @@ __all__ = [
 CONC_MIN = 1.0
 CONC_MAX = 5.0
 #: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
+def is_rating(c) -> bool:
+    """True when ``c`` is a concreteness rating: a real number (not a bool), finite, in [:data:`CONC_MIN`,
+    :data:`CONC_MAX`] (Brysbaert's 1-5 scale). The one rule every reader of a c_i applies (each names its input)."""
+    return (not isinstance(c, bool) and isinstance(c, numbers.Real) and math.isfinite(c)
+            and CONC_MIN <= c <= CONC_MAX)
+
+
 C_BIN_EDGES = tuple(CONC_MIN + 0.25 * k for k in range(17))
 
 _WS = re.compile(r"\s+")

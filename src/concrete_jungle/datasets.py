@@ -6,8 +6,6 @@ their 2N collation, and the input pipeline: a torch ``DataLoader`` over the batc
 
 from __future__ import annotations
 
-import math
-import numbers
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -16,6 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler, get_worker_info
 
+from concrete_jungle.concreteness import is_rating
 from concrete_jungle.io import load_rgb
 
 __all__ = ["AnchorDataset", "ConcreteBatchDataset", "collate_pairs", "collate_hard_negatives", "ResumableBatches",
@@ -171,7 +170,7 @@ class ConcreteBatchDataset(_CachedInputs, Dataset):
                             " hard-negative images such as negclip)") if key == "negative_image" else ""
                     raise ValueError(f"ConcreteBatch record {idx} ({rec.get('anchor_id')}) lacks {key!r}{hint}")
             c = rec["c_i"]
-            if isinstance(c, bool) or not isinstance(c, numbers.Real) or not (math.isfinite(c) and 1 <= c <= 5):
+            if not is_rating(c):
                 raise ValueError(f"ConcreteBatch record {idx} (anchor_id {rec.get('anchor_id')!r}) has c_i {c!r}; "
                                  "expected a finite concreteness in [1, 5] (Brysbaert scale)")
         self.negative_images = bool(negative_images)

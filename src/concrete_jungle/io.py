@@ -81,6 +81,18 @@ def write_json(path: str | os.PathLike, obj: Any, indent: int = 2) -> None:
         fh.write("\n")
 
 
+def save_png(image, path: str | os.PathLike, **options) -> None:
+    """Write a PIL image as PNG to ``path`` (``options``: PIL's PNG options, e.g. ``compress_level``).
+
+    Raises:
+        OSError: the write fails (ENOSPC, a read-only folder), with a note naming ``path`` (issue 22)."""
+    try:
+        image.save(path, format="PNG", **options)
+    except OSError as err:
+        err.add_note(f"while writing the image {path}")
+        raise
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file.
 

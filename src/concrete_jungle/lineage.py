@@ -51,11 +51,12 @@ from concrete_jungle import ledger
 from concrete_jungle.code_closure import MODEL_CONFIG_DIR, REPO, code_deps, model_config_deps  # noqa: F401 (API)
 from concrete_jungle.grid import member_path
 from concrete_jungle.params import Params, load_params
+from concrete_jungle.parking import PARKED, move_pipeline, parking_problems, pipeline_file
 
 __all__ = ["REPO", "DERIVED", "PROFILE_FILES", "CONTROLS", "SEED_PROFILES", "REAL_SEED_PROFILES",
            "BATCH_PROFILES", "SOURCE_PROFILES", "code_deps",
            "param_keys", "pipeline", "controls_pipeline", "derived_params", "render", "write", "check", "prune",
-           "stale_pipelines", "status", "INDEX", "main"]
+           "stale_pipelines", "status", "INDEX", "enable", "park", "main"]
 
 #: Profiles derived from another one by a few overrides (the reviewers' controls, issue 12): ``name -> (params
 #: file it is derived from, {dotted key: value})``. ``lineage write`` writes ``pipelines/<name>/params.yaml`` from
@@ -503,12 +504,33 @@ def render(params_file: str, repo: Path = REPO) -> str:
     return head + yaml.dump(pipeline(params_file, repo), Dumper=_NoAliases, sort_keys=False, width=120)
 
 
+def enable(name: str, repo: Path = REPO) -> str:
+    """Un-park pipeline ``name`` (:func:`~concrete_jungle.parking.move_pipeline`); returns its ``dvc.yaml``.
+    Raises: KeyError (no such pipeline), ValueError (not parked)."""
+    dvc_yaml = _dvc_yaml_of(name)
+    return move_pipeline(dvc_yaml, render(_params_of(dvc_yaml), repo), repo, park=False)
+
+
+def park(name: str, repo: Path = REPO) -> str:
+    """Park pipeline ``name``, one that never ran; returns the parked path. Raises: KeyError (no such pipeline),
+    ValueError (the world or the controls, a pipeline with a lock, or parked already)."""
+    dvc_yaml = _dvc_yaml_of(name)
+    if name == ledger.WORLD or dvc_yaml == CONTROLS:
+        raise ValueError(f"the {name} pipeline is never parked")
+    return move_pipeline(dvc_yaml, render(_params_of(dvc_yaml), repo), repo, park=True)
+
+
+def _params_of(dvc_yaml: str) -> str:
+    return next(f for f, d in PROFILE_FILES.items() if d == dvc_yaml)
+
+
 def _generated(repo: Path) -> dict[str, Any]:
     """Every generated file of the checkout: ``{path: text function}`` (derived params first: the pipelines read
     them; then the dvc.yaml files; then the provenance of results, :data:`INDEX` and the README's provenance blocks,
     written from the ledger and which locks exist)."""
     files: dict[str, Any] = {f"pipelines/{name}/params.yaml": (lambda n=name: derived_params(n, repo)) for name in DERIVED}
-    files.update({dvc_yaml: (lambda f=params_file: render(f, repo)) for params_file, dvc_yaml in PROFILE_FILES.items()})
+    files.update({pipeline_file(dvc_yaml, repo): (lambda f=params_file: render(f, repo))
+                  for params_file, dvc_yaml in PROFILE_FILES.items()})
     files[CONTROLS] = lambda: render(CONTROLS, repo)
     files[INDEX] = lambda: ledger.render_index(_names(), ledger.read_ledger(repo)[0], _locked(repo), repo,
                                                _upstream(repo))
@@ -688,6 +710,7 @@ def check(repo: Path = REPO, only: set[str] | None = None) -> list[str]:
         if not same:
             problems.append(f"{path} differs from the spec: run python -m concrete_jungle.lineage write")
     locked = _locked(repo)
+    problems += [p for dvc_yaml in PROFILE_FILES.values() for p in parking_problems(dvc_yaml, repo)]
     for name in _names():  # a deleted lock must not hide a stale pipeline
         if name not in locked and (name == ledger.WORLD or any((repo / d / name).is_dir() for d in COMMITTED_OUTS)):
             problems.append(f"{name} pipeline has no lock {_lock_of(name)}, " + (
@@ -724,7 +747,7 @@ def _upstream(repo: Path) -> dict[str, set[str]]:
     up = {}
     for dvc_yaml in _pipelines():
         name = ledger.pipeline_name(dvc_yaml)
-        stages = (yaml.safe_load((repo / dvc_yaml).read_text()) or {}).get("stages") or {}
+        stages = (yaml.safe_load((repo / pipeline_file(dvc_yaml, repo)).read_text()) or {}).get("stages") or {}
         found = set()
         for st in stages.values():
             for dep in st.get("do", st).get("deps", []):
@@ -750,7 +773,9 @@ def status(repo: Path = REPO, plan_minutes: float | None = None) -> str:
         eta = "no measured run" if est is None else (
             f"{_minutes(est['minutes'])} ({est['how']}: {est['from']}; CPU {est['cpu'] or 'not recorded'})")
         if name not in locked:
-            lines.append(f"{name:14} never run")
+            parked = pipeline_file(_dvc_yaml_of(name), repo).endswith(PARKED)
+            lines.append(f"{name:14} never run" + (f" (parked: python -m concrete_jungle.lineage enable {name}, "
+                                                   f"then dvc repro {_dvc_yaml_of(name)})" if parked else ""))
             continue
         if name not in stale:
             lines.append(f"{name:14} fresh" + (f"   [stale? no; but listed in {ledger.LEDGER}]" if name in entries else ""))
@@ -791,7 +816,11 @@ def status(repo: Path = REPO, plan_minutes: float | None = None) -> str:
 
 
 def _dvc_yaml_of(name: str) -> str:
-    return next(d for d in _pipelines() if ledger.pipeline_name(d) == name)
+    """The ``dvc.yaml`` path of pipeline ``name``. Raises: KeyError naming the pipelines there are."""
+    for dvc_yaml in _pipelines():
+        if ledger.pipeline_name(dvc_yaml) == name:
+            return dvc_yaml
+    raise KeyError(f"no pipeline named {name!r}: choose from {', '.join(_names())}")
 
 
 def _pipelines() -> list[str]:
@@ -827,11 +856,13 @@ def prune(dvc_yaml: str, repo: Path = REPO) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m concrete_jungle.lineage write|check|prune|status``; ``check`` exits 1 naming every problem;
     ``prune`` drops lock entries of stages a pipeline no longer has (``--pipeline``, default every pipeline);
-    ``status [--plan MINUTES]`` prints each pipeline's state and, with ``--plan``, the pending re-runs that fit."""
+    ``status [--plan MINUTES]`` prints each pipeline's state and, with ``--plan``, the pending re-runs that fit;
+    ``enable NAME`` / ``park NAME`` un-park / park a pipeline that never ran (:mod:`concrete_jungle.parking`)."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["write", "check", "prune", "status"])
+    ap.add_argument("command", choices=["write", "check", "prune", "status", "enable", "park"])
+    ap.add_argument("name", nargs="?", help="enable / park: the pipeline (e.g. paper)")
     ap.add_argument("--pipeline", action="append", help="prune: a dvc.yaml (repeatable; default every pipeline)")
     ap.add_argument("--plan", type=float, metavar="MINUTES",
                     help="status: which pending re-runs fit this many minutes, in dependency order")
@@ -839,6 +870,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.plan is not None and (args.command != "status" or args.plan <= 0):
         ap.error("--plan takes a positive number of minutes, with status")
+    if (args.name is None) == (args.command in ("enable", "park")):
+        ap.error("enable and park take a pipeline name; the other commands take none")
+    if args.command in ("enable", "park"):
+        try:
+            print((enable if args.command == "enable" else park)(args.name, args.repo.resolve()))
+        except (KeyError, ValueError) as err:
+            ap.error(err.args[0])
+        return 0
     if args.command == "write":
         print("\n".join(write(args.repo.resolve())))
         return 0

@@ -126,13 +126,13 @@ class ProbeTask(_Section):
 PROBE_C_BOUNDS = (1e-6, 1e6)
 
 
-def check_probe_cs(Cs, bounds: tuple[float, float] = PROBE_C_BOUNDS) -> list[float]:
+def check_probe_cs(Cs, bounds: tuple[float, float] = PROBE_C_BOUNDS, key: str = "Cs") -> list[float]:
     """The probes' rule for a grid of C (inverse L2 strength), shared by ``evaluate.probe.Cs`` at start-up and by the
     scorer (:func:`concrete_jungle.evaluation.linear_probe.select_c`): a non-empty list of finite values within
     ``bounds`` (the widest C the search reaches), distinct as the metrics' keys are (``f"{C:g}"``, 6 significant
     digits: 1.0 and 1.0000001 would share "1").
 
-    Returns: the Cs as floats, in the given order. Raises: ValueError naming the rule and the grid.
+    Returns: the Cs as floats, in the given order. Raises: ValueError naming ``key``, the rule and the grid.
     """
     lo, hi = bounds
     try:
@@ -140,7 +140,7 @@ def check_probe_cs(Cs, bounds: tuple[float, float] = PROBE_C_BOUNDS) -> list[flo
     except (TypeError, ValueError):
         cs = []
     if not cs or any(not lo <= c <= hi for c in cs) or len({f"{c:g}" for c in cs}) != len(cs):  # NaN fails lo <= c
-        raise ValueError(f"Cs must be distinct values within {lo:g} .. {hi:g} (the widest C the probes' search "
+        raise ValueError(f"{key} must be distinct values within {lo:g} .. {hi:g} (the widest C the probes' search "
                          f"reaches; distinct to 6 significant digits), got {list(Cs) if Cs is not None else Cs}")
     return cs
 
@@ -161,10 +161,7 @@ class ProbeParams(_Section):
     def _split(self):
         if self.val_size >= self.train_size:
             raise ValueError(f"evaluate.probe.val_size ({self.val_size}) must be < train_size ({self.train_size})")
-        try:
-            check_probe_cs(self.Cs)
-        except ValueError as e:
-            raise ValueError(f"evaluate.probe.{e}") from None
+        check_probe_cs(self.Cs, key="evaluate.probe.Cs")
         # a name names the task's item file (tasks/<name>.json) and a key beside "groups" in the probe metrics
         bad = [k for k in self.tasks if k == "groups" or not (
             k[:1].isalnum() and all(c.isascii() and (c.isalnum() or c in "_.-") for c in k))]

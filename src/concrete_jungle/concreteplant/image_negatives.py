@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
+
+from concrete_jungle.io import save_png
 from concrete_jungle.params import _PARAMS_KEY, SdxlTurboParams  # noqa: F401 (config lives in params)
 
 __all__ = [
@@ -213,7 +215,7 @@ class SceneNegatives:
         if edited is None:
             return None, "unrenderable"
         path = self.out_dir / f"{record['id']}.png"
-        render_scene(edited, self.cfg).save(path)
+        save_png(render_scene(edited, self.cfg), path)
         return str(path), None
 
 

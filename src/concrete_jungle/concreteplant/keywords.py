@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from concrete_jungle.concreteness import ConcretenessTable, load_concreteness
+from concrete_jungle.concreteness import ConcretenessTable, is_rating, load_concreteness
 from concrete_jungle.concreteplant.context import CLIP_CONTEXT_LENGTH, ContextRule, check_context_length, context_end
 
 __all__ = [
@@ -263,7 +263,7 @@ class Candidate:
             raise ValueError(f"Candidate.type must be one of {CANDIDATE_TYPES}, got {self.type!r}")
         if not 0 <= self.start < self.end:
             raise ValueError(f"Candidate span must satisfy 0 <= start < end, got [{self.start}, {self.end})")
-        if self.concreteness is not None and not 1.0 <= self.concreteness <= 5.0:
+        if self.concreteness is not None and not is_rating(self.concreteness):
             raise ValueError(f"Candidate.concreteness must be in [1, 5] or None, got {self.concreteness!r}")
 
     @property

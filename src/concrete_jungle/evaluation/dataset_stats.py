@@ -58,7 +58,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from concrete_jungle.concreteness import C_BIN_EDGES
+from concrete_jungle.concreteness import C_BIN_EDGES, is_rating
 
 from concrete_jungle.evaluation.metric_models import (  # noqa: F401 (Table 1's metric models, re-exported)
     ClipModelUnavailable,
@@ -120,10 +120,6 @@ _REQUIRED_KEYS = ("anchor_id", "image", "caption", "keyword", "lemma", "type", "
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
 def validate_records(records: Sequence[dict]) -> None:
     """Check ConcreteBatch records (docs/architecture.md) before any statistic is computed.
 
@@ -153,7 +149,7 @@ def validate_records(records: Sequence[dict]) -> None:
         if rec["type"] not in KEYWORD_TYPES:
             raise ValueError(f"{where}: 'type' must be one of {KEYWORD_TYPES}, got {rec['type']!r}")
         c = rec["c_i"]
-        if not _is_number(c) or not math.isfinite(c) or not 1.0 <= c <= 5.0:
+        if not is_rating(c):
             raise ValueError(f"{where}: 'c_i' must be a finite concreteness in [1, 5], got {c!r}")
         neg = rec.get("negative_image")
         if neg is not None and (not isinstance(neg, str) or not neg.strip()):
@@ -174,7 +170,7 @@ def concreteness_summary(c_values: Sequence[float]) -> dict:
     """
     cs = [float(c) for c in c_values]
     for i, c in enumerate(cs):
-        if not math.isfinite(c) or not 1.0 <= c <= 5.0:
+        if not is_rating(c):
             raise ValueError(f"c_values[{i}] = {c!r} is not a concreteness in [1, 5]")
     if not cs:
         return {"n": 0, "mean_c": None, "median_c": None, "min_c": None, "max_c": None}

@@ -21,7 +21,6 @@ base trains, must keep the rewrite further from a paraphrase than the anchor. Th
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from concrete_jungle.concreteness import is_rating
 from concrete_jungle.evaluation.suite import EmbeddingCache, check_embeddings, unavailable, write_suite
 from concrete_jungle.io import read_json, read_jsonl, write_json
 
@@ -127,7 +127,7 @@ def _norm(text: str) -> str:
 def _check_c_i(c, where: str) -> None:
     """Refuse a pair's concreteness ``c`` unless it is a finite number in [1, 5] (Brysbaert's scale, which
     ``evaluate.heldout.c_bins`` covers), naming ``where``."""
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and 1.0 <= c <= 5.0):
+    if not is_rating(c):
         raise ValueError(f"{where} has c_i {c!r}: a pair's concreteness must be a finite rating in [1, 5]")
 
 

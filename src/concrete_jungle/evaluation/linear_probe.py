@@ -45,7 +45,7 @@ import numpy as np
 
 from concrete_jungle.evaluation.suite import (DataAbsent, EmbeddingCache, read_suite, require_path, unavailable,
                                               write_suite)
-from concrete_jungle.io import check_image, confined_path, read_json, write_json
+from concrete_jungle.io import check_image, confined_path, read_json, save_png, write_json
 from concrete_jungle.suites_config import PROBE_C_BOUNDS, check_probe_cs
 
 __all__ = ["VTAB1K_TASKS", "VTAB1K_ALIASES", "WORLD_ATTRIBUTES", "PROBE_STREAM", "IMAGE_EXTENSIONS", "LabelledImages",
@@ -627,7 +627,7 @@ def _world_pool(pool: str, world_cfg, n_train: int, n_test: int, out_dir: Path, 
         if sig in exclude or (not in_train and sig in train_sigs):
             continue
         fname = f"p{len(scenes) + 1:06d}.png"
-        render_scene(scene, world_cfg).save(folder / fname, format="PNG", optimize=False, compress_level=1)
+        save_png(render_scene(scene, world_cfg), folder / fname, optimize=False, compress_level=1)
         scenes[fname] = scene.to_dict()
         (train if in_train else test).append(fname)
         if in_train:

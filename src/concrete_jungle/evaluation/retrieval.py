@@ -55,7 +55,7 @@ from concrete_jungle.evaluation.suite import (
     unavailable,
     write_suite,
 )
-from concrete_jungle.io import confined_path, read_json, write_json
+from concrete_jungle.io import confined_path, read_json, save_png, write_json
 
 __all__ = [
     "RETRIEVAL_STREAM",
@@ -383,7 +383,7 @@ def generate_world_retrieval(world_cfg, n_images: int, image_dir: str | os.PathL
         used.add(sig)
         texts = [c.text for c in scene_captions(scene, rng, world_cfg)]
         fname = f"r{len(images) + 1:06d}.png"
-        render_scene(scene, world_cfg).save(image_dir / fname, format="PNG", optimize=False, compress_level=1)
+        save_png(render_scene(scene, world_cfg), image_dir / fname, optimize=False, compress_level=1)
         scenes[fname] = scene.to_dict()
         drawn.append(scene)
         captions += texts

@@ -69,7 +69,7 @@ def score_suite(params, suite: str, score_fn, results: tuple[str, ...] | None = 
             cache_dir = params.data_dir / "embeddings" / suite / member_path(label)
             try:
                 scored = score_fn(folder, meta, EmbeddingCache.load(cache_dir))
-            except (ValueError, OSError) as err:  # name the model, suite and file (issue 22)
+            except (ValueError, KeyError, OSError) as err:  # name the model, suite and file (issue 22)
                 err.add_note(f"while scoring suite {suite!r} for model {label!r} from the embedding cache {cache_dir} "
                              f"and the prepared folder {folder}")
                 raise

@@ -35,7 +35,7 @@ from concrete_jungle.corpus.scene_world.graph import (
     world_vocabulary,
 )
 from concrete_jungle.corpus.scene_world.render import render_scene
-from concrete_jungle.io import write_json
+from concrete_jungle.io import save_png, write_json
 from concrete_jungle.params import WorldConfig
 
 __all__ = ["SUGARCREPE_SUBSETS", "generate_benchmark"]
@@ -215,7 +215,7 @@ def generate_benchmark(cfg: WorldConfig, n_per_subset: int, out_dir: str | os.Pa
             excluded.add(sig)
             number += 1
             fname = f"b{number:06d}.png"
-            render_scene(scene, cfg).save(out_dir / "images" / fname, format="PNG", compress_level=1)
+            save_png(render_scene(scene, cfg), out_dir / "images" / fname, compress_level=1)
             scenes_out[fname] = scene.to_dict()
             items[str(len(items))] = {
                 "filename": fname,

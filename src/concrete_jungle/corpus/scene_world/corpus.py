@@ -17,6 +17,7 @@ from tqdm import tqdm
 from concrete_jungle.corpus.scene_world.captions import scene_captions, select_anchor
 from concrete_jungle.corpus.scene_world.graph import CORPUS_STREAM, sample_scene, scene_rng
 from concrete_jungle.corpus.scene_world.render import render_scene
+from concrete_jungle.io import save_png
 from concrete_jungle.params import WorldConfig
 
 __all__ = ["generate_corpus"]
@@ -30,7 +31,7 @@ def _corpus_item(index: int, cfg: WorldConfig, seed: int, id_prefix: str, out_di
     a = select_anchor(texts)
     sid = f"{id_prefix}{index:06d}"
     image = Path(out_dir, "images", f"{sid}.png")
-    render_scene(scene, cfg).save(image, format="PNG", optimize=False, compress_level=1)
+    save_png(render_scene(scene, cfg), image, optimize=False, compress_level=1)
     return {
         "id": sid,
         "image": image.as_posix(),

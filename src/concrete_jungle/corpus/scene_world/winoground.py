@@ -63,6 +63,7 @@ from concrete_jungle.corpus.scene_world.graph import (
     scene_signature,
 )
 from concrete_jungle.corpus.scene_world.render import render_scene
+from concrete_jungle.io import save_png
 from concrete_jungle.params import WorldConfig
 
 __all__ = ["WINOGROUND_STREAM", "WORLD_TAGS", "TAG_WEIGHTS", "world_tags_for", "generate_winoground"]
@@ -275,7 +276,7 @@ def generate_winoground(cfg: WorldConfig, n_items: int, out_dir: str | os.PathLi
         excluded.update((sig_a, sig_b))
         names = [f"w{k:05d}_{j}.png" for j in (0, 1)]
         for name, scene in zip(names, (a, b)):
-            render_scene(scene, cfg).save(img_dir / name, format="PNG", compress_level=1)
+            save_png(render_scene(scene, cfg), img_dir / name, compress_level=1)
         items.append({
             "id": str(k), "image_0": str(img_dir / names[0]), "image_1": str(img_dir / names[1]),
             "caption_0": c0, "caption_1": c1, "tag": fine, "collapsed_tag": WORLD_TAGS[fine],
