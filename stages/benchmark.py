@@ -41,13 +41,13 @@ def build_benchmark(params: Params) -> dict:
         from concrete_jungle.evaluation.sugarcrepe import prepare_benchmark
 
         meta = prepare_benchmark(b.sugarcrepe.dir, b.sugarcrepe.image_root, out, source_name="sugarcrepe")
-    images, texts = benchmark_inputs(load_sugarcrepe(out)[0], ("caption", "negative_caption"))
+    images, texts = benchmark_inputs(load_sugarcrepe(out, decode=False)[0], ("caption", "negative_caption"))
     if b.sugarcrepe_pp is not None:
         from concrete_jungle.evaluation.sugarcrepe_pp import load_sugarcrepe_pp, prepare_sugarcrepe_pp
 
         meta = {**meta, "sugarcrepe_pp": prepare_sugarcrepe_pp(b.sugarcrepe_pp.dir, b.sugarcrepe_pp.image_root,
                                                                 out / "sugarcrepe_pp")}
-        pp_images, pp_texts = benchmark_inputs(load_sugarcrepe_pp(out / "sugarcrepe_pp")[0],
+        pp_images, pp_texts = benchmark_inputs(load_sugarcrepe_pp(out / "sugarcrepe_pp", decode=False)[0],
                                                ("caption", "caption2", "negative_caption"))
         images, texts = images + pp_images, texts + pp_texts
     write_suite(out, {"suite": "benchmark", "available": True, "images": images, "texts": texts,

@@ -200,7 +200,15 @@ def test_dvc_repro_world_end_to_end(tmp_path):
 
     # 6. a margin sweep as the README documents it: an experiment beside the baseline commit, read back into points
     # and a figure (one experiment: each costs about 3 minutes of CI)
-    _run(["dvc", "exp", "run", "-S", "margin.tau=0.3"], work)
+    said = _run(["dvc", "exp", "run", "-S", "margin.tau=0.3"], work)
+    # issue 29 item 4: nothing about the pipelines that never ran here (parked): their outputs made 112 "No file hash
+    # info" warnings (stages a pending pipeline's lock predates still warn until it is re-run: the ledger)
+    parked = [p.parent.name for p in work.glob("pipelines/*/dvc.parked.yaml")]
+    assert "paper" in parked
+    warned = [line for line in said.splitlines() if "No file hash info" in line]
+    assert not [line for line in warned if any(f"/{name}/" in line for name in parked)], warned
+    plotted = _run(["dvc", "plots", "show", "-o", str(tmp_path / "plots")], work)
+    assert "failed to load" not in plotted, plotted[-4000:]
     shown = subprocess.run(["dvc", "exp", "show", "--json"], cwd=work, env=_env(), capture_output=True, text=True,
                            check=True).stdout
     (tmp_path / "exp_show.json").write_text(shown)

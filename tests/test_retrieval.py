@@ -121,6 +121,17 @@ def test_world_recall_does_not_depend_on_tie_order(tmp_path):
     theirs = _clip_benchmark_recall(img, txt, d.caption_positives, ks)
     for direction in ("i2t", "t2i"):
         assert base[direction] == pytest.approx(theirs[direction], abs=1e-6)
+    # the tie test: shuffling the rows (tied texts among them) leaves multi-positive R@K as it was
+    for seed in range(3):
+        perm = np.random.default_rng(seed).permutation(len(d.captions))
+        shuffled = R.retrieval_recall(img, txt[perm], [d.caption_image[i] for i in perm], ks,
+                                      [d.caption_positives[i] for i in perm])
+        assert shuffled == base
+        iperm = np.random.default_rng(seed).permutation(len(img))  # and the images' rows
+        where = np.argsort(iperm)  # old image index -> new row
+        moved = R.retrieval_recall(img[iperm], txt, [int(where[i]) for i in d.caption_image], ks,
+                                   [sorted(int(where[j]) for j in pos) for pos in d.caption_positives])
+        assert moved == base
     # single positive: the pessimistic rank counts the identical text of another image against the positive
     single = R.retrieval_recall(img, txt, d.caption_image, ks)
     assert single["t2i"]["R@1"] < base["t2i"]["R@1"]

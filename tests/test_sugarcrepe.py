@@ -2,6 +2,7 @@
 fixed embeddings."""
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +119,7 @@ def test_load_sugarcrepe_fixture(tmp_path):
     assert items == {"sub_a": []} and skipped == {"sub_a": {"image_missing": 2}}
 
 
-def test_damaged_images_and_repeated_ids_are_named_at_preparation(tmp_path):
+def test_damaged_images_and_repeated_ids_are_named_at_preparation(tmp_path, caplog):
     # issue 22: a damaged image used to pass preparation (only its existence was checked) and fail the whole model's
     # encoding later; a repeated id was silently resolved by json to its last item
     bench = _bench(tmp_path)
@@ -130,8 +131,13 @@ def test_damaged_images_and_repeated_ids_are_named_at_preparation(tmp_path):
              "9": {"filename": "truncated.png", "caption": "a big square", "negative_caption": "a small square"},
              "10": {"filename": "red.png", "caption": "a red square", "negative_caption": "a blue square"}}
     (bench / "sub_c.json").write_text(json.dumps(extra))
-    out = prepare_benchmark(bench, imgs, tmp_path / "prepared", "test")
+    with caplog.at_level(logging.WARNING, "concrete_jungle.evaluation.sugarcrepe"):
+        out = prepare_benchmark(bench, imgs, tmp_path / "prepared", "test")
     assert out["skipped"]["sub_c"] == {"image_unreadable": 3} and out["n_items"]["sub_c"] == 1
+    # each damaged file named once, with the subset and the first item that uses it
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"SugarCrepe subset 'sub_c' item '{i}': image {imgs / f} skipped (image_unreadable)"
+        for i, f in (("7", "truncated.png"), ("8", "empty.png"))]
     assert out["skipped"]["sub_b"] == {"image_missing": 1}
     (bench / "sub_c.json").write_text('{"3": {"filename": "red.png", "caption": "a", "negative_caption": "b"}, '
                                       '"3": {"filename": "blue.png", "caption": "c", "negative_caption": "d"}}')

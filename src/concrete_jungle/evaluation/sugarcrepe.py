@@ -15,6 +15,7 @@ hard negative caption in cosine space, **strictly**: a tie counts as wrong.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,8 @@ __all__ = [
     "keep_items_with_images",
     "subset_set",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The seven subsets of the refined SugarCrepe benchmark, in the order the paper's Tab. 2 uses.
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
@@ -106,14 +109,16 @@ def _default_image_root(bench_dir: Path) -> Path:
 
 def keep_items_with_images(
     id_items: Iterable[tuple[str, dict]], root: Path, text_keys: Sequence[str], checked: dict[str, str | None],
-    where: str = "benchmark subset",
+    where: str = "benchmark subset", decode: bool = True,
 ) -> tuple[list[dict], dict[str, int]]:
     """The ``(id, item)`` pairs whose ``root / item["filename"]`` is a file that decodes, as ``{"id", "filename",
     "image", *text_keys}`` dicts in order, and the skip counts by reason (``{}`` when none): ``image_missing``,
     ``image_unreadable`` (empty, truncated, corrupt, not an image), ``image_too_large``
     (:func:`concrete_jungle.io.check_image`; issue 22: a damaged image used to pass preparation and fail the whole
     model's encoding later). ``checked`` caches each file's verdict across subsets (updated in place); ``where``
-    names the subset in errors.
+    names the subset in errors and in the warning logged for each damaged file (naming the item and the file).
+    ``decode=False`` checks existence only: for a folder prepared here, whose images were decoded at prepare
+    (scoring every model would otherwise decode every image again).
 
     Raises:
         ValueError: an item whose ``filename`` is absolute or resolves outside ``root`` (``..``, a symlink out of
@@ -124,7 +129,9 @@ def keep_items_with_images(
         fname = item["filename"]
         if fname not in checked:
             path = confined_path(root, fname, f"{where} item {str(iid)!r}")
-            checked[fname] = check_image(path) if path.is_file() else "image_missing"
+            checked[fname] = (check_image(path) if decode else None) if path.is_file() else "image_missing"
+            if checked[fname] not in (None, "image_missing"):
+                logger.warning("%s item %r: image %s skipped (%s)", where, str(iid), path, checked[fname])
         if checked[fname] is not None:
             counts[checked[fname]] += 1
             continue
@@ -137,8 +144,10 @@ def load_sugarcrepe(
     bench_dir: str | os.PathLike,
     image_root: str | os.PathLike | None = None,
     subsets: Sequence[str] | None = None,
+    decode: bool = True,
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
-    """Read SugarCrepe subset JSONs and keep the items whose image file exists and decodes.
+    """Read SugarCrepe subset JSONs and keep the items whose image file exists and decodes (exists only, with
+    ``decode=False``: a folder prepared by :func:`prepare_benchmark`, whose images were decoded then).
 
     Args:
         bench_dir: folder with ``<subset>.json`` files in SugarCrepe's format
@@ -172,7 +181,7 @@ def load_sugarcrepe(
     for name in _subset_names(bench_dir, subsets):
         items[name], skipped[name] = keep_items_with_images(
             _read_subset(bench_dir / f"{name}.json").items(), root, _ITEM_KEYS[1:], checked,
-            f"SugarCrepe subset {name!r}")
+            f"SugarCrepe subset {name!r}", decode)
     return items, skipped
 
 
@@ -337,7 +346,7 @@ def score_sugarcrepe(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> dic
     Raises:
         ValueError: a subset with no item left; KeyError: an input the cache lacks.
     """
-    items, skipped = load_sugarcrepe(bench_dir)
+    items, skipped = load_sugarcrepe(bench_dir, decode=False)  # decoded at prepare
     require_items(items, skipped, "benchmark")
     verdicts = {name: sugarcrepe_verdicts(cache.image([it["image"] for it in kept]),
                                           cache.text([it["caption"] for it in kept]),

@@ -62,8 +62,10 @@ def load_sugarcrepe_pp(
     src_dir: str | os.PathLike,
     image_root: str | os.PathLike | None = None,
     subsets: Sequence[str] | None = None,
+    decode: bool = True,
 ) -> tuple[dict[str, list[dict]], dict[str, dict[str, int]]]:
-    """Read SugarCrepe++ subset files and keep the items whose image file exists.
+    """Read SugarCrepe++ subset files and keep the items whose image file exists and decodes (exists only, with
+    ``decode=False``: a prepared folder, as :func:`~concrete_jungle.evaluation.sugarcrepe.load_sugarcrepe`).
 
     Args:
         src_dir: folder with ``<subset>.json`` lists (and optionally ``meta.json`` naming ``image_root``).
@@ -72,7 +74,8 @@ def load_sugarcrepe_pp(
 
     Returns:
         ``(items_by_subset, skipped)``: lists of ``{"id", "filename", "image", "caption", "caption2",
-        "negative_caption"}`` in file order, and ``{subset: {"image_missing": count}}`` (``{}`` if none).
+        "negative_caption"}`` in file order, and ``{subset: {reason: count}}`` (``{}`` if none; the reasons of
+        :func:`~concrete_jungle.evaluation.sugarcrepe.keep_items_with_images`).
 
     Raises:
         FileNotFoundError: ``src_dir`` or a requested subset file is missing, or no subset file exists.
@@ -95,7 +98,7 @@ def load_sugarcrepe_pp(
             raise FileNotFoundError(f"SugarCrepe++ subset {name!r} not found: {path}")
         id_items = ((item.get("id", k), item) for k, item in enumerate(_read_subset(path)))
         items[name], skipped[name] = keep_items_with_images(id_items, root, _ITEM_KEYS[1:], checked,
-                                                            f"SugarCrepe++ subset {name!r}")
+                                                            f"SugarCrepe++ subset {name!r}", decode)
     return items, skipped
 
 
@@ -174,7 +177,7 @@ def score_sugarcrepe_pp(bench_dir: str | os.PathLike, cache: EmbeddingCache) -> 
     Raises:
         ValueError: a subset with no item left; KeyError: an input the cache lacks.
     """
-    items, skipped = load_sugarcrepe_pp(bench_dir)
+    items, skipped = load_sugarcrepe_pp(bench_dir, decode=False)  # decoded at prepare
     require_items(items, skipped, "SugarCrepe++")
     per = {name: sugarcrepe_pp_verdicts(cache.image([it["image"] for it in kept]),
                                         *(cache.text([it[k] for it in kept])
