@@ -207,8 +207,6 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     assert "paper" in parked
     warned = [line for line in said.splitlines() if "No file hash info" in line]
     assert not [line for line in warned if any(f"/{name}/" in line for name in parked)], warned
-    plotted = _run(["dvc", "plots", "show", "-o", str(tmp_path / "plots")], work)
-    assert "failed to load" not in plotted, plotted[-4000:]
     shown = subprocess.run(["dvc", "exp", "show", "--json"], cwd=work, env=_env(), capture_output=True, text=True,
                            check=True).stdout
     (tmp_path / "exp_show.json").write_text(shown)
