@@ -366,3 +366,50 @@ def test_bad_items_raise_naming_the_item(tmp_path):
         neg.edit([("a", "x.png")])
     with pytest.raises(TypeError, match="cfg must be SdxlTurboParams"):
         SdxlTurboNegatives({"size": 32}, tmp_path)
+
+
+# ---------------------------------------------------------------- scene world: a negative must be false of v
+def _scene_record(scene, spec, rid="w1"):
+    from concrete_jungle.corpus.scene_world.captions import realize_caption
+
+    cap = realize_caption(spec, scene)
+    return {"id": rid, "scene": scene.to_dict(), "anchor": cap.text, "anchor_slots": cap.slots}, cap
+
+
+def test_scene_negative_true_of_its_anchor_is_refused(tmp_path):
+    """Measured on the world at 1ac9401: 5 of 5,147 D_lc and 1 of 5,897 D_wo negatives were true of their anchor
+    image (two alike objects; "right of" -> "left of"), and 7 anchors still true of their negative image."""
+    from concrete_jungle.concreteplant.image_negatives import SceneNegatives
+    from concrete_jungle.corpus.scene_world.captions import CaptionSpec, Mention
+    from concrete_jungle.corpus.scene_world.graph import Scene, WorldObject
+    from concrete_jungle.params import WorldConfig
+
+    cfg = WorldConfig()
+    neg = SceneNegatives(cfg, tmp_path)
+    twins = Scene(objects=[WorldObject("cross", "red", "small", "plain", row=0, col=1),
+                           WorldObject("cross", "red", "small", "plain", row=0, col=0)])
+    rel = CaptionSpec((Mention(0, ("size", "colour")), Mention(1, ("size", "colour"))), (("right", 0, 1),))
+    rec, cap = _scene_record(twins, rel)
+    assert cap.text == "a small red cross to the right of a small red cross"
+    i = cap.text.index("right")
+    assert neg.render_negative(rec, i, i + 5, cap.text, cap.text.replace("right", "left")) == (
+        None, "negative_true_of_anchor")
+    # an object edit another object of v already matches: "a cross" -> "a square" with a square beside it
+    pair = Scene(objects=[WorldObject("cross", "red", "small", "plain", row=0, col=0),
+                          WorldObject("square", "blue", "large", "plain", row=0, col=1)])
+    bare = CaptionSpec((Mention(0, ()),))
+    rec, cap = _scene_record(pair, bare)
+    assert cap.text == "a cross"
+    assert neg.render_negative(rec, 2, 7, cap.text, "a square") == (None, "negative_true_of_anchor")
+    # the anchor still true of v': "a cross" edited to a diamond while another cross stays
+    three = Scene(objects=[WorldObject("cross", "red", "small", "plain", row=0, col=0),
+                           WorldObject("cross", "blue", "large", "plain", row=0, col=1)])
+    rec, cap = _scene_record(three, CaptionSpec((Mention(0, ("colour",)),)))
+    assert cap.text == "a red cross"
+    rec, cap = _scene_record(three, CaptionSpec((Mention(0, ()),)))
+    assert neg.render_negative(rec, 2, 7, cap.text, "a diamond") == (None, "anchor_true_of_negative")
+    assert neg.render_negative(rec, 2, 7, cap.text, "a cross a diamond") == (None, "negative_off_grammar")
+    # a proper hard negative renders
+    rec, cap = _scene_record(three, CaptionSpec((Mention(0, ("colour",)),)))
+    path, reason = neg.render_negative(rec, 2, 5, cap.text, "a green cross")
+    assert reason is None and path == str(tmp_path / "w1.png")

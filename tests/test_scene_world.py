@@ -393,3 +393,40 @@ def test_benchmark_scenes_are_disjoint_from_the_corpus(tmp_path):
     generate_benchmark(CFG, 5, tmp_path / "b2", seed=0, exclude=sigs)
     bench = json.loads((tmp_path / "b2" / "scenes.json").read_text())["scenes"]
     assert not {scene_signature(Scene.from_dict(d)) for d in bench.values()} & sigs
+
+
+# ---------------------------------------------------------------- reporting bias (H24)
+def test_reporting_bias_drops_attributes_by_kind():
+    s = three_object_scene()
+    full = [c.text for c in scene_captions(s, np.random.default_rng(3), WorldConfig(distractor_prob=0.0))]
+    # at 1.0 everywhere (the default) no draw is made: the captions and the generator's state are today's
+    rng = np.random.default_rng(3)
+    assert [c.text for c in scene_captions(s, rng, WorldConfig(distractor_prob=0.0))] == full
+    none = WorldConfig(distractor_prob=0.0, caption_attribute_probs={"size": 0.0, "colour": 0.0, "material": 0.0})
+    bare = [c.text for c in scene_captions(s, np.random.default_rng(3), none)]
+    assert full[3] == "there is a large green triangle to the left of a large yellow dotted star"
+    assert bare == ["a triangle", "a star", "a triangle to the left of a star",  # the same structures, unnamed
+                    "there is a triangle to the left of a star", "a triangle below a heart and next to a star"], bare
+    no_colour = WorldConfig(distractor_prob=0.0, caption_attribute_probs={"size": 1.0, "colour": 0.0, "material": 1.0})
+    texts = [c.text for c in scene_captions(s, np.random.default_rng(3), no_colour)]
+    assert not [t for t in texts if set(t.split()) & set(CFG.colours)], texts
+    anchor = texts[select_anchor(texts)]
+    assert anchor == "a large triangle below a small heart and next to a large dotted star", anchor
+    for t in bare + texts:
+        assert caption_holds(s, t, CFG, strict=True), t
+    with pytest.raises(ValidationError, match="caption_attribute_probs: need exactly the keys"):
+        WorldConfig(caption_attribute_probs={"size": 1.0, "colour": 1.0})
+    with pytest.raises(ValidationError, match=r"must lie in \[0, 1\], got \{'material': 1.5\}"):
+        WorldConfig(caption_attribute_probs={"size": 1.0, "colour": 1.0, "material": 1.5})
+
+
+def test_default_captions_make_no_random_draw_for_reporting_bias():
+    """The world's corpus stays byte-identical at the default: the draw count is that of the code before H24."""
+    s = three_object_scene()
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    scene_captions(s, a, WorldConfig())
+    scene_captions(s, b, WorldConfig(caption_attribute_probs={"size": 1.0, "colour": 1.0, "material": 0.999}))
+    assert a.bit_generator.state != b.bit_generator.state  # below 1.0 one draw per attribute is made
+    c = np.random.default_rng(5)
+    scene_captions(s, c, WorldConfig(caption_attribute_probs={"size": 1.0, "colour": 1.0, "material": 1.0}))
+    assert a.bit_generator.state == c.bit_generator.state

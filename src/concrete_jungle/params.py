@@ -214,6 +214,11 @@ SUPPORTED_SHAPES = ("circle", "square", "triangle", "star", "heart", "cross", "d
 SUPPORTED_MATERIALS = ("plain", "striped", "dotted", "checkered", "wooden", "metallic", "glass")
 
 
+#: the attributes a scene-world object has besides its shape, in caption word order (one definition: the scene
+#: graph's ``ATTRIBUTE_KINDS`` is this tuple)
+WORLD_ATTRIBUTE_KINDS = ("size", "colour", "material")
+
+
 class WorldConfig(BaseModel):
     """Parameters of the scene world (every field can be overridden from ``params.yaml``).
 
@@ -265,6 +270,12 @@ class WorldConfig(BaseModel):
     jitter: float = Field(0.8, ge=0.0, le=1.0)
     background: tuple[int, int, int] = (96, 104, 112)
     supersample: int = Field(2, ge=1, le=4)
+    # reporting bias (docs/instrument.md H24): the probability that a corpus caption names each attribute of each
+    # object it mentions (size, colour, material; 1.0 everywhere = every attribute named, and no random draw made).
+    # Real captions name a few attributes of a few objects; the world's named them all. Benchmark and Winoground
+    # captions are not affected.
+    caption_attribute_probs: dict[str, float] = Field(
+        default_factory=lambda: {kind: 1.0 for kind in WORLD_ATTRIBUTE_KINDS})
 
     @field_validator("colours")
     @classmethod
@@ -284,6 +295,17 @@ class WorldConfig(BaseModel):
         for name, frac in v.items():
             if not 0.1 <= frac <= 1.0:
                 raise ValueError(f"sizes[{name!r}] = {frac}: must be a fraction of a grid cell in [0.1, 1]")
+        return v
+
+    @field_validator("caption_attribute_probs")
+    @classmethod
+    def _check_attribute_probs(cls, v: dict[str, float]) -> dict[str, float]:
+        if sorted(v) != sorted(WORLD_ATTRIBUTE_KINDS):
+            raise ValueError(f"caption_attribute_probs: need exactly the keys {list(WORLD_ATTRIBUTE_KINDS)}, "
+                             f"got {list(v)}")
+        bad = {k: x for k, x in v.items() if not 0.0 <= x <= 1.0}
+        if bad:
+            raise ValueError(f"caption_attribute_probs: probabilities must lie in [0, 1], got {bad}")
         return v
 
     @field_validator("shapes", "materials")

@@ -195,9 +195,15 @@ class SceneNegatives:
 
         Returns:
             ``(path, None)`` on success, else ``(None, reason)`` with reason ``no_scene`` (record without a
-            scene graph), ``no_slot`` (the keyword touches no caption slot) or ``unrenderable`` (the new words
-            are not a value of this world for the slot's kind, or the relation cannot be realised).
+            scene graph), ``no_slot`` (the keyword touches no caption slot), ``unrenderable`` (the new words
+            are not a value of this world for the slot's kind, or the relation cannot be realised),
+            ``negative_off_grammar`` (the negative caption is not of the world's grammar, so its truth cannot be
+            checked), ``negative_true_of_anchor`` (t' is true of v under the loose reading, e.g. "a red cross to
+            the right of a red cross" rewritten to "... left of ...", or a reworded object that another object
+            of v matches) or ``anchor_true_of_negative`` (t is still true of v'): either way the pair would
+            not be a hard negative, and a held-out verdict on it would be a coin toss.
         """
+        from concrete_jungle.corpus.scene_world.captions import caption_holds
         from concrete_jungle.corpus.scene_world.graph import Scene, edit_scene
         from concrete_jungle.corpus.scene_world.render import render_scene
 
@@ -210,10 +216,17 @@ class SceneNegatives:
                 best, best_overlap = slot, overlap
         if best is None:
             return None, "no_slot"
-        edited = edit_scene(Scene.from_dict(record["scene"]), best, replacement_text(caption, negative_caption),
-                            self.cfg)
+        scene = Scene.from_dict(record["scene"])
+        edited = edit_scene(scene, best, replacement_text(caption, negative_caption), self.cfg)
         if edited is None:
             return None, "unrenderable"
+        try:
+            if caption_holds(scene, negative_caption, self.cfg):
+                return None, "negative_true_of_anchor"
+        except ValueError:
+            return None, "negative_off_grammar"
+        if caption_holds(edited, caption, self.cfg):
+            return None, "anchor_true_of_negative"
         path = self.out_dir / f"{record['id']}.png"
         save_png(render_scene(edited, self.cfg), path)
         return str(path), None

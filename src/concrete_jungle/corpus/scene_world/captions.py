@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -346,6 +346,11 @@ def scene_captions(scene: Scene, rng: np.random.Generator, cfg: WorldConfig) -> 
     also "a FULL_hub REL1 a FULL_p AND REL2 a FULL_q". FULL = size colour [material] shape.
     Every caption is true of the scene under strict semantics.
 
+    Reporting bias (``cfg.caption_attribute_probs``, docs/instrument.md H24): when a probability is below 1, each
+    attribute of each mention is kept with its kind's probability (one ``rng.random()`` draw per attribute, in
+    caption order, after the structure is drawn), so a caption may say "a circle to the left of a red square";
+    at 1.0 everywhere no draw is made and the captions are those above.
+
     Raises:
         ValueError: when a scene of 2-3 objects has no object related to all others (not a scene drawn by
             :func:`~concrete_jungle.corpus.scene_world.graph.sample_scene`).
@@ -380,6 +385,8 @@ def scene_captions(scene: Scene, rng: np.random.Generator, cfg: WorldConfig) -> 
                             ((relation_word(scene, hub, p, rng, cfg), 0, 1),
                              (relation_word(scene, hub, q, rng, cfg), 0, 2)))
             )
+    if any(p < 1.0 for p in cfg.caption_attribute_probs.values()):
+        specs = [_reported(sp, cfg.caption_attribute_probs, rng) for sp in specs]
     out, seen = [], set()
     for sp in specs:
         cap = realize_caption(sp, scene)
@@ -387,6 +394,12 @@ def scene_captions(scene: Scene, rng: np.random.Generator, cfg: WorldConfig) -> 
             seen.add(cap.text)
             out.append(cap)
     return out
+
+
+def _reported(spec: CaptionSpec, probs: dict[str, float], rng: np.random.Generator) -> CaptionSpec:
+    """``spec`` with each mention's attributes kept with probability ``probs[kind]`` (reporting bias)."""
+    mentions = tuple(replace(m, attrs=tuple(k for k in m.attrs if rng.random() < probs[k])) for m in spec.mentions)
+    return replace(spec, mentions=mentions)
 
 
 def select_anchor(captions: Sequence[str]) -> int:

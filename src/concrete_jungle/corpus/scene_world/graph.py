@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from concrete_jungle.params import WorldConfig
+from concrete_jungle.params import WORLD_ATTRIBUTE_KINDS, WorldConfig
 
 __all__ = [
     "ATTRIBUTE_KINDS",
@@ -40,7 +40,7 @@ __all__ = [
     "edit_scene",
 ]
 
-ATTRIBUTE_KINDS = ("size", "colour", "material")  # the attributes besides the shape, in caption word order
+ATTRIBUTE_KINDS = WORLD_ATTRIBUTE_KINDS  # the attributes besides the shape, in caption word order
 SLOT_KINDS = ("size", "colour", "material", "shape", "relation")  # scene elements a caption slot can name
 RELATION_WORDS = ("left", "right", "above", "below", "next")
 OPPOSITE_RELATION = {"left": "right", "right": "left", "above": "below", "below": "above"}
