@@ -12,7 +12,7 @@ final logged values of every member in ``metrics/<p>/train/<loss>.json``. Held-o
 
 import contextlib
 
-from concrete_jungle.cli import clear_outputs, pop_live_summary, run_stage
+from concrete_jungle.cli import clear_outputs, is_main_rank, pop_live_summary, run_stage
 from concrete_jungle.grid import family_members, model_dir, train_metrics_dir
 from concrete_jungle.io import read_jsonl, write_metrics
 from concrete_jungle.losses import HARD_NEGATIVE_LOSSES, LOSSES, build_loss
@@ -34,11 +34,9 @@ def train_family(params: Params, family: str) -> dict:
             record whose c_i is not a finite value in [1, 5].
         RuntimeError: another run of this family holds its lock (naming the lock file and the holder's pid).
     """
-    import os
-
     from concrete_jungle.training import exclusive_run
 
-    main = int(os.environ.get("RANK", "0") or 0) == 0  # under torchrun the family's lock is rank 0's
+    main = is_main_rank()  # under torchrun the family's lock is rank 0's
     with exclusive_run(params.models_dir / "resume" / f"{family}.family") if main else contextlib.nullcontext():
         return _train_family(params, family)
 
@@ -95,8 +93,6 @@ def _curve(params: Params, bundle, label: str, hard: bool):
     """The learning curve of run ``label`` (:class:`~concrete_jungle.learning_curve.HeldoutCurve`): the
     held-out pairs of its own dataset for a hard-negative fine-tune, of every ConcreteBatch dataset for a baseline;
     None when ``train.curve_every`` is null or there is no held-out pair. Step 0 (the base model) is measured here."""
-    import os
-
     from concrete_jungle.learning_curve import HeldoutCurve
 
     if params.train.curve_every is None:
@@ -107,7 +103,7 @@ def _curve(params: Params, bundle, label: str, hard: bool):
         return None
     curve = HeldoutCurve(bundle, pairs, train_metrics_dir(params, label), every=params.train.curve_every,
                          precision=params.evaluate.precision, batch_size=params.evaluate.batch_size,
-                         is_main=int(os.environ.get("RANK", "0") or 0) == 0)
+                         is_main=is_main_rank())
     curve.start()
     return curve
 

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-__all__ = ["run_stage", "fresh_dir", "clear_outputs", "output_transaction", "pop_live_summary", "dump_json"]
+__all__ = ["run_stage", "fresh_dir", "clear_outputs", "output_transaction", "pop_live_summary", "dump_json", "is_main_rank"]
 
 #: The outputs the running stage has set aside (``[(path, backup or None)]``), or None outside a stage.
 _SET_ASIDE: list[tuple[Path, Path | None]] | None = None
@@ -36,8 +36,10 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
-def _main_rank() -> bool:
-    return int(os.environ.get("RANK", "0") or 0) == 0  # torchrun sets RANK; the outputs are rank 0's
+def is_main_rank() -> bool:
+    """Whether this process is rank 0 (torchrun sets ``RANK``; a plain run is rank 0): the one that owns outputs,
+    locks and curves."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
 
 
 def _alive(pid: int) -> bool:
@@ -78,7 +80,7 @@ def clear_outputs(*paths: str | os.PathLike) -> None:
 
     Raises:
         RuntimeError: another live run has set one of ``paths`` aside (naming it and its pid)."""
-    if not _main_rank():
+    if not is_main_rank():
         return
     for p in (Path(os.path.abspath(x)) for x in paths):
         if _SET_ASIDE is not None and any(p == q for q, _ in _SET_ASIDE):

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from concrete_jungle.config_base import CONC_MAX, CONC_MIN  # the bounds of the 1-5 scale (one definition)
+
 __all__ = [
     "CONC_MIN",
     "CONC_MAX",
@@ -44,9 +46,6 @@ __all__ = [
     "read_brysbaert_original",
 ]
 
-#: Bounds of the Brysbaert rating scale (Conc.M), in concreteness units.
-CONC_MIN = 1.0
-CONC_MAX = 5.0
 #: Histogram bin edges of c_i on the Brysbaert 1-5 scale: 16 bins of width 0.25 (the last bin includes 5.0).
 def is_rating(c) -> bool:
     """True when ``c`` is a concreteness rating: a real number (not a bool), finite, in [:data:`CONC_MIN`,

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["_Section", "_reject_blank", "_require_fields"]
+__all__ = ["_Section", "_reject_blank", "_require_fields", "CONC_MIN", "CONC_MAX"]
+
+#: Bounds of the Brysbaert rating scale (Conc.M), in concreteness units (defined here, with no pandas import, for the
+#: config classes; :mod:`concrete_jungle.concreteness` re-exports them)
+CONC_MIN = 1.0
+CONC_MAX = 5.0
 
 
 class _Section(BaseModel):

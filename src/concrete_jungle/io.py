@@ -93,19 +93,32 @@ def save_png(image, path: str | os.PathLike, **options) -> None:
         raise
 
 
-def read_json(path: str | os.PathLike) -> Any:
+def read_json(path: str | os.PathLike, unique_keys: bool = False) -> Any:
     """Read a JSON file.
+
+    Args:
+        unique_keys: refuse an object that writes a key twice, which ``json`` silently resolves to the last value
+            (a repeated item id in a benchmark file; issue 22).
 
     Raises:
         FileNotFoundError: naming the missing path.
-        ValueError: naming the path when its content is not valid JSON.
+        ValueError: naming the path when its content is not valid JSON, or (``unique_keys``) the first key that
+            occurs twice in one object.
     """
     path = Path(path)
+
+    def unique(pairs):
+        keys = [k for k, _ in pairs]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ValueError(f"{path}: key {twice[0]!r} occurs twice in one object (a repeated item id or field)")
+        return dict(pairs)
+
     if not path.exists():
         raise FileNotFoundError(f"JSON file not found: {path}")
     try:
         with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
+            return json.load(fh, object_pairs_hook=unique if unique_keys else None)
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON ({err})") from err
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from concrete_jungle.config_base import _reject_blank, _require_fields, _Section
+from concrete_jungle.config_base import CONC_MAX, CONC_MIN, _reject_blank, _require_fields, _Section
 
 __all__ = ["WinogroundParams", "RetrievalSet", "RetrievalParams", "ProbeTask", "PROBE_C_BOUNDS", "ProbeParams",
            "HeldoutParams", "PositiveControlParams", "EvaluateParams"]
@@ -183,9 +183,9 @@ class HeldoutParams(_Section):
     @classmethod
     def _edges(cls, v):
         # from 1 to 5: every pair's c_i (a rating in [1, 5], checked when the pairs are prepared) has a bin
-        if sorted(v) != list(v) or len(set(v)) != len(v) or v[0] != 1 or v[-1] != 5:
-            raise ValueError(f"evaluate.heldout.c_bins must be increasing edges from 1 to 5 (the concreteness "
-                             f"scale, so that every pair has a bin), got {v}")
+        if sorted(v) != list(v) or len(set(v)) != len(v) or v[0] != CONC_MIN or v[-1] != CONC_MAX:
+            raise ValueError(f"evaluate.heldout.c_bins must be increasing edges from {CONC_MIN:g} to {CONC_MAX:g} "
+                             f"(the concreteness scale, so that every pair has a bin), got {v}")
         return v
 
 

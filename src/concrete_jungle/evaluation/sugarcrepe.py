@@ -14,7 +14,6 @@ hard negative caption in cosine space, **strictly**: a tie counts as wrong.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
@@ -73,20 +72,7 @@ def _read_subset(path: Path) -> dict[str, dict]:
     Raises:
         ValueError: not an object of items, an item lacking a non-empty string field, or an id (or an item's field)
             written twice, which ``json`` would silently resolve to the last one (file and id named; issue 22)."""
-    def unique(pairs):
-        keys = [k for k, _ in pairs]
-        twice = sorted({k for k in keys if keys.count(k) > 1})
-        if twice:
-            raise ValueError(f"{path}: key {twice[0]!r} occurs twice in one object (a repeated item id or field)")
-        return dict(pairs)
-
-    if not path.exists():
-        raise FileNotFoundError(f"JSON file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh, object_pairs_hook=unique)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON: {err}") from None
+    data = read_json(path, unique_keys=True)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object {{id: item}}, got {type(data).__name__}")
     for iid, item in data.items():
