@@ -1,0 +1,185 @@
+"""Corpus anchors and ConcreteBatches as WebDataset tar shards (issue 21 item 3, "WebDataset out").
+
+The field's training format at scale: POSIX tar files of samples, each sample the files that share a key
+(``<key>.png``, ``<key>.txt``, ...), read as a stream (``webdataset``). Two kinds:
+
+* ``anchors`` (a corpus manifest): ``<key>.<jpg|png>`` the image's own bytes and ``<key>.txt`` its anchor caption,
+  open_clip's layout, so ``open_clip_train --train-data 'shard-{000000..000009}.tar' --dataset-type webdataset``
+  reads them as they are; ``<key>.json`` keeps the record's other fields (every caption, split, source).
+* ``concretebatch`` (a ConcreteBatch, paper Sec. 2.2): the anchor as above with its ``caption``, plus
+  ``<key>.neg.<jpg|png>`` the hard-negative image (absent for a text-only ConcreteBatch), ``<key>.neg.txt`` the
+  hard-negative caption, and ``<key>.json`` the keyword, lemma, type, span, c_i (concreteness, 1-5) and paths.
+
+The key is the record's id (``id`` / ``anchor_id``). Shards are ``shard-000000.tar`` ... of ``samples_per_shard``
+samples in record order, written byte-identically for the same records (fixed mtime, owner and mode), each
+atomically, then ``index.json`` (kind, sample counts, every shard's name, sample count and SHA-256), which
+:func:`read_index` and :func:`check_shards` trust, so a folder half-written by a killed run is never read as
+complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io as _io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from concrete_jungle.io import atomic_write, read_json
+
+__all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards"]
+
+KINDS = ("anchors", "concretebatch")
+#: image file suffix -> the WebDataset extension written (open_clip reads "jpg;png;jpeg;webp")
+IMAGE_EXTENSIONS = {".jpg": "jpg", ".jpeg": "jpg", ".png": "png", ".webp": "webp"}
+INDEX = "index.json"
+#: tar member metadata fixed for byte-identical shards
+_TAR_META = {"mtime": 0.0, "user": "concrete-jungle", "group": "concrete-jungle", "mode": 0o444}
+
+
+def _image_entry(path: str, what: str, key: str) -> tuple[str, bytes]:
+    ext = IMAGE_EXTENSIONS.get(Path(path).suffix.lower())
+    if ext is None:
+        raise ValueError(f"shards: {what} of sample {key!r} is {path!r}; its suffix is not one of "
+                         f"{sorted(IMAGE_EXTENSIONS)}")
+    try:
+        return ext, Path(path).read_bytes()
+    except OSError as err:
+        raise OSError(f"shards: cannot read the {what} of sample {key!r} ({path}): {err.strerror or err}") from err
+
+
+def _sample(record: dict, kind: str, index: int) -> dict:
+    """One record as a WebDataset sample ``{"__key__": key, ext: bytes}``.
+
+    Raises:
+        ValueError: naming the record (position and key) and the field it lacks, a key holding ``.`` or ``/``
+            (WebDataset splits a member's name at its first dot), or an image suffix with no WebDataset extension.
+        OSError: an image file that cannot be read, naming the sample and the path."""
+    id_field, text_field = ("id", "anchor") if kind == "anchors" else ("anchor_id", "caption")
+    need = (id_field, "image", text_field) + (("negative_caption",) if kind == "concretebatch" else ())
+    for field in need:
+        if not isinstance(record.get(field), str) or not record[field].strip():
+            raise ValueError(f"shards ({kind}): record {index} ({record.get(id_field)!r}) lacks a non-empty "
+                             f"string {field!r}")
+    key = record[id_field]
+    if "." in key or "/" in key:
+        raise ValueError(f"shards ({kind}): record {index} has key {key!r}; a WebDataset key holds no '.' or '/'")
+    ext, image = _image_entry(record["image"], "image", key)
+    sample = {"__key__": key, ext: image, "txt": record[text_field].encode("utf-8")}
+    if kind == "concretebatch":
+        sample["neg.txt"] = record["negative_caption"].encode("utf-8")
+        if record.get("negative_image"):
+            neg_ext, neg = _image_entry(record["negative_image"], "negative_image", key)
+            sample[f"neg.{neg_ext}"] = neg
+    meta = {k: v for k, v in record.items() if k not in (text_field, "negative_caption")}
+    sample["json"] = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False).encode("utf-8")
+    return sample
+
+
+def write_shards(records: Sequence[dict], out_dir: str | os.PathLike, kind: str, samples_per_shard: int) -> dict:
+    """Write ``records`` as tar shards of ``samples_per_shard`` samples into ``out_dir`` (which the caller has
+    emptied; :func:`concrete_jungle.cli.clear_outputs`), then ``index.json``. Returns the index.
+
+    Raises:
+        ValueError: an unknown ``kind``, ``samples_per_shard < 1``, no records, a key written twice (naming it), or
+            a bad record (:func:`_sample`).
+        OSError: an image that cannot be read; a shard that cannot be written (naming the path)."""
+    import webdataset as wds
+
+    if kind not in KINDS:
+        raise ValueError(f"shards: kind must be one of {KINDS}, got {kind!r}")
+    if samples_per_shard < 1:
+        raise ValueError(f"shards: samples_per_shard must be >= 1, got {samples_per_shard}")
+    if not records:
+        raise ValueError(f"shards ({kind}): no records to write")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seen: dict[str, int] = {}
+    shards = []
+    for start in range(0, len(records), samples_per_shard):
+        name = f"shard-{len(shards):06d}.tar"
+        buf = _io.BytesIO()
+        writer = wds.TarWriter(buf, encoder=False, **_TAR_META)
+        try:
+            for i in range(start, min(start + samples_per_shard, len(records))):
+                sample = _sample(records[i], kind, i)
+                if sample["__key__"] in seen:
+                    raise ValueError(f"shards ({kind}): key {sample['__key__']!r} of record {i} was written "
+                                     f"already by record {seen[sample['__key__']]}")
+                seen[sample["__key__"]] = i
+                writer.write(sample)
+        finally:
+            writer.close()  # on an error too: the buffer is dropped, nothing was written to out_dir for it
+        data = buf.getvalue()
+        with atomic_write(out_dir / name, mode="wb") as fh:
+            fh.write(data)
+        shards.append({"name": name, "samples": min(samples_per_shard, len(records) - start),
+                       "sha256": hashlib.sha256(data).hexdigest()})
+    index = {"kind": kind, "samples": len(records), "samples_per_shard": samples_per_shard, "shards": shards}
+    with atomic_write(out_dir / INDEX) as fh:
+        fh.write(json.dumps(index, indent=2) + "\n")
+    return index
+
+
+def read_index(shard_dir: str | os.PathLike) -> dict:
+    """The ``index.json`` of a shard folder.
+
+    Raises:
+        FileNotFoundError: no index (a folder never completed, or not a shard folder), naming it.
+        ValueError: an index that is not of this format, naming the folder."""
+    path = Path(shard_dir) / INDEX
+    if not path.is_file():
+        raise FileNotFoundError(f"shards: {path} not found (no shard folder, or one whose writing never finished)")
+    index = read_json(path)
+    if (not isinstance(index, dict) or index.get("kind") not in KINDS or not isinstance(index.get("shards"), list)
+            or sum(s.get("samples", 0) for s in index["shards"]) != index.get("samples")):
+        raise ValueError(f"shards: {path} is not a shard index (kind, samples and shards that add up to them)")
+    return index
+
+
+def iter_samples(shard_dir: str | os.PathLike, names: Sequence[str] | None = None) -> Iterator[dict]:
+    """The raw samples (``{"__key__", "__url__", ext: bytes}``) of the folder's shards in index order, or of
+    ``names``, through ``webdataset``'s own tar reader.
+
+    Raises:
+        FileNotFoundError / ValueError: as :func:`read_index`.
+        ValueError: a shard that fails to decode, naming it (the samples before it in that shard were yielded)."""
+    import webdataset as wds
+
+    shard_dir = Path(shard_dir)
+    names = [s["name"] for s in read_index(shard_dir)["shards"]] if names is None else list(names)
+    for name in names:
+        url = str(shard_dir / name)
+        try:
+            yield from wds.WebDataset(url, shardshuffle=False, empty_check=False)
+        except Exception as err:  # webdataset raises tarfile / ValueError / OSError kinds
+            raise ValueError(f"shards: {url} fails to decode: {type(err).__name__}: {err}") from err
+
+
+def check_shards(shard_dir: str | os.PathLike) -> dict:
+    """Verify every shard against the index (SHA-256 and sample count) before training reads them.
+
+    Returns:
+        ``{"shards": n, "samples": n}``.
+
+    Raises:
+        ValueError: naming each shard that is missing, altered (its SHA-256 differs) or holds another number of
+            samples than the index says (the first 5, and how many)."""
+    shard_dir = Path(shard_dir)
+    index = read_index(shard_dir)
+    bad = []
+    for s in index["shards"]:
+        path = shard_dir / s["name"]
+        if not path.is_file():
+            bad.append(f"{path} missing")
+            continue
+        if hashlib.sha256(path.read_bytes()).hexdigest() != s["sha256"]:
+            bad.append(f"{path} altered (SHA-256 differs from the index)")
+            continue
+        n = sum(1 for _ in iter_samples(shard_dir, [s["name"]]))
+        if n != s["samples"]:
+            bad.append(f"{path} holds {n} samples, the index says {s['samples']}")
+    if bad:
+        raise ValueError(f"shards: {len(bad)} bad shard(s) in {shard_dir}: " + "; ".join(bad[:5]))
+    return {"shards": len(index["shards"]), "samples": index["samples"]}
