@@ -105,3 +105,99 @@ def test_bad_records_and_damaged_shards_are_named(shared_data, tmp_path):
     shard.unlink()
     with pytest.raises(ValueError, match=r"shard-000001\.tar missing"):
         check_shards(tmp_path / "ok")
+
+
+# ---------------------------------------------------------------- in: ShardStream over ranks and workers
+def _tiny_anchors(tmp_path, n=23):
+    from PIL import Image
+
+    (tmp_path / "img").mkdir(exist_ok=True)
+    recs = []
+    for i in range(n):
+        path = tmp_path / "img" / f"a{i:03d}.png"
+        Image.new("RGB", (4, 4), (i, 2 * i, 3 * i)).save(path)
+        recs.append({"id": f"a{i:03d}", "image": str(path), "captions": [f"caption {i}"], "anchor": f"caption {i}"})
+    return recs
+
+
+def _keys(stream, workers):
+    from torch.utils.data import DataLoader
+
+    return [s["__key__"] for s in DataLoader(stream, batch_size=None, num_workers=workers)]
+
+
+def test_slot_ranges_by_hand():
+    from concrete_jungle.shards import slot_range
+
+    assert [slot_range(10, s, 4) for s in range(4)] == [(0, 2), (2, 5), (5, 7), (7, 10)]
+    assert [slot_range(3, s, 4) for s in range(4)] == [(0, 0), (0, 1), (1, 2), (2, 3)]
+    with pytest.raises(ValueError, match="slot 4 of 4 slots"):
+        slot_range(10, 4, 4)
+
+
+def test_every_sample_once_an_epoch_over_two_ranks_and_two_workers(tmp_path):
+    from concrete_jungle.shards import ShardStream
+
+    recs = _tiny_anchors(tmp_path)
+    write_shards(recs, tmp_path / "s", "anchors", samples_per_shard=4)  # 6 shards, the last of 3
+    every = sorted(r["id"] for r in recs)
+    for buffer in (0, 5):
+        seen = {r: _keys(ShardStream(tmp_path / "s", seed=1, epoch=0, shuffle_buffer=buffer, rank=r, world_size=2),
+                         workers=2) for r in (0, 1)}
+        assert sorted(seen[0] + seen[1]) == every  # exactly once: no sample missed, none twice
+        assert abs(len(seen[0]) - len(seen[1])) <= 2  # 23 samples over 4 slots: 5, 6, 6, 6
+    one = _keys(ShardStream(tmp_path / "s", seed=1, epoch=0, shuffle_buffer=5), workers=0)
+    assert sorted(one) == every and one == _keys(ShardStream(tmp_path / "s", seed=1, shuffle_buffer=5), workers=0)
+    other_epoch = _keys(ShardStream(tmp_path / "s", seed=1, epoch=1, shuffle_buffer=5), workers=0)
+    assert sorted(other_epoch) == every and other_epoch != one
+    # resuming mid-epoch: a slot that yielded 7 samples skips them and yields the rest, in the same order
+    assert _keys(ShardStream(tmp_path / "s", seed=1, shuffle_buffer=5, start=7), workers=0) == one[7:]
+
+
+def test_a_short_shard_is_named_while_streaming(tmp_path):
+    from concrete_jungle.shards import ShardStream
+
+    write_shards(_tiny_anchors(tmp_path, 8), tmp_path / "s", "anchors", samples_per_shard=4)
+    index = json.loads((tmp_path / "s" / "index.json").read_text())
+    index["shards"][1]["samples"] += 1
+    index["samples"] += 1
+    (tmp_path / "s" / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=r"shard-000001\.tar holds fewer samples than the index says \(5\)"):
+        _keys(ShardStream(tmp_path / "s", seed=0), workers=0)
+    with pytest.raises(ValueError, match="give both rank and world_size"):
+        ShardStream(tmp_path / "s", seed=0, rank=1)
+    with pytest.raises(ValueError, match=r"rank 2 outside \[0, 2\)"):
+        ShardStream(tmp_path / "s", seed=0, rank=2, world_size=2)
+
+
+def _gloo_worker(rank: int, port: int, shard_dir: str, out: str) -> None:
+    import os
+
+    import torch
+
+    from concrete_jungle.shards import ShardStream
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2")
+    torch.distributed.init_process_group("gloo")
+    keys = _keys(ShardStream(shard_dir, seed=3, shuffle_buffer=4), workers=2)  # rank from torch.distributed
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as fh:
+        json.dump(keys, fh)
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_with_two_workers_read_each_sample_once(tmp_path):
+    import socket
+
+    import torch
+
+    recs = _tiny_anchors(tmp_path, 17)
+    write_shards(recs, tmp_path / "s", "anchors", samples_per_shard=3)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.start_processes(_gloo_worker, args=(port, str(tmp_path / "s"), str(tmp_path)), nprocs=2,
+                                          join=True, start_method="spawn")
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert sorted(seen[0] + seen[1]) == sorted(r["id"] for r in recs)
+    assert {len(seen[0]), len(seen[1])} == {8, 9}  # 17 samples over 4 slots: 4, 4, 4, 5

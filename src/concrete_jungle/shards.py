@@ -1,4 +1,4 @@
-"""Corpus anchors and ConcreteBatches as WebDataset tar shards (issue 21 item 3, "WebDataset out").
+"""Corpus anchors and ConcreteBatches as WebDataset tar shards (issue 21 item 3: out, and in as a stream).
 
 The field's training format at scale: POSIX tar files of samples, each sample the files that share a key
 (``<key>.png``, ``<key>.txt``, ...), read as a stream (``webdataset``). Two kinds:
@@ -15,6 +15,10 @@ samples in record order, written byte-identically for the same records (fixed mt
 atomically, then ``index.json`` (kind, sample counts, every shard's name, sample count and SHA-256), which
 :func:`read_index` and :func:`check_shards` trust, so a folder half-written by a killed run is never read as
 complete.
+
+:class:`ShardStream` reads them back for training: an epoch's samples, in a seeded shard order, are dealt in
+contiguous ranges to the (rank, DataLoader worker) slots, so that every sample is read by exactly one slot once an
+epoch; a seeded shuffle buffer mixes each slot's range; a slot resumes mid-epoch by skipping what it yielded.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from torch.utils.data import IterableDataset
+
 from concrete_jungle.io import atomic_write, read_json
 
-__all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards"]
+__all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards",
+           "slot_range", "ShardStream"]
 
 KINDS = ("anchors", "concretebatch")
 #: image file suffix -> the WebDataset extension written (open_clip reads "jpg;png;jpeg;webp")
@@ -152,7 +159,10 @@ def iter_samples(shard_dir: str | os.PathLike, names: Sequence[str] | None = Non
     for name in names:
         url = str(shard_dir / name)
         try:
-            yield from wds.WebDataset(url, shardshuffle=False, empty_check=False)
+            # one shard, read whole: the caller deals shards to ranks and workers (ShardStream), so webdataset's
+            # own splitters (by worker, single node only) must not split it again
+            yield from wds.WebDataset(url, shardshuffle=False, empty_check=False, nodesplitter=None,
+                                      workersplitter=None)
         except Exception as err:  # webdataset raises tarfile / ValueError / OSError kinds
             raise ValueError(f"shards: {url} fails to decode: {type(err).__name__}: {err}") from err
 
@@ -183,3 +193,126 @@ def check_shards(shard_dir: str | os.PathLike) -> dict:
     if bad:
         raise ValueError(f"shards: {len(bad)} bad shard(s) in {shard_dir}: " + "; ".join(bad[:5]))
     return {"shards": len(index["shards"]), "samples": index["samples"]}
+
+
+def slot_range(n: int, slot: int, slots: int) -> tuple[int, int]:
+    """The positions ``[start, stop)`` of an epoch's ``n`` samples that slot ``slot`` of ``slots`` reads: contiguous,
+    disjoint, covering ``[0, n)``, their sizes differing by at most one.
+
+    Raises:
+        ValueError: ``slots < 1`` or ``slot`` outside ``[0, slots)``."""
+    if slots < 1 or not 0 <= slot < slots:
+        raise ValueError(f"shards: slot {slot} of {slots} slots")
+    return n * slot // slots, n * (slot + 1) // slots
+
+
+class ShardStream(IterableDataset):
+    """An epoch of a shard folder as a stream of samples for a ``torch.utils.data.DataLoader``.
+
+    Order (depends on ``seed``, ``epoch``, the number of slots and ``shuffle_buffer`` only): the shards in the
+    order of ``numpy.random.default_rng([seed, epoch]).permutation``; the epoch's samples in that order are dealt to
+    the ``world_size x num_workers`` slots by :func:`slot_range` (rank r, worker w is slot ``r * num_workers + w``),
+    each slot opening only the shards its range touches; within a slot a buffer of ``shuffle_buffer`` samples
+    (0: none) drawn from ``default_rng([seed, epoch, slot])``. ``start`` skips the first samples a slot would yield
+    (resuming mid-epoch: what it yielded before), undecoded.
+
+    Args:
+        shard_dir: a folder written by :func:`write_shards`.
+        seed, epoch: the run's seed and the epoch (:meth:`set_epoch`).
+        shuffle_buffer: samples held for the shuffle (>= 0).
+        rank, world_size: this process's place among the data-parallel ranks; None: from ``torch.distributed``
+            when it is initialised (when the stream is made, in the rank's process), else 0 and 1.
+        start: samples each slot skips (>= 0).
+        decode: applied to each raw sample (``{"__key__", ext: bytes}``) as it is yielded; None yields it raw.
+
+    Raises:
+        ValueError: a bad argument (naming it); while iterating, a shard that holds fewer samples than the index
+            says or fails to decode (naming it).
+    """
+
+    def __init__(self, shard_dir: str | os.PathLike, *, seed: int, epoch: int = 0, shuffle_buffer: int = 0,
+                 rank: int | None = None, world_size: int | None = None, start: int = 0, decode=None) -> None:
+        if shuffle_buffer < 0 or start < 0:
+            raise ValueError(f"ShardStream: shuffle_buffer ({shuffle_buffer}) and start ({start}) must be >= 0")
+        if (rank is None) != (world_size is None):
+            raise ValueError("ShardStream: give both rank and world_size, or neither")
+        if world_size is not None and not 0 <= rank < world_size:
+            raise ValueError(f"ShardStream: rank {rank} outside [0, {world_size})")
+        if rank is None:  # resolved here, in the rank's own process: a DataLoader worker has no process group
+            import torch.distributed as dist
+
+            on = dist.is_available() and dist.is_initialized()
+            rank, world_size = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
+        self.shard_dir, self.index = Path(shard_dir), read_index(shard_dir)
+        self.seed, self.epoch, self.shuffle_buffer, self.start = seed, epoch, shuffle_buffer, start
+        self.rank, self.world_size, self.decode = rank, world_size, decode
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.index["samples"]
+
+    def _slot(self) -> tuple[int, int]:
+        from torch.utils.data import get_worker_info
+
+        info = get_worker_info()
+        workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+        return self.rank * workers + worker, self.world_size * workers
+
+    def _range(self, start: int, stop: int) -> Iterator[dict]:
+        """The samples at positions ``[start, stop)`` of the epoch's shard order."""
+        import numpy as np
+
+        shards = self.index["shards"]
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(shards))
+        pos = 0
+        for k in order:
+            shard = shards[int(k)]
+            first, end = pos, pos + shard["samples"]
+            pos = end
+            if end <= start or first >= stop:
+                continue
+            want = range(max(start, first) - first, min(stop, end) - first)
+            got = 0
+            for i, sample in enumerate(iter_samples(self.shard_dir, [shard["name"]])):
+                if i in want:
+                    got += 1
+                    yield sample
+                if i + 1 >= want.stop:
+                    break
+            if got != len(want):
+                raise ValueError(f"shards: {self.shard_dir / shard['name']} holds fewer samples than the index "
+                                 f"says ({shard['samples']})")
+
+    def __iter__(self) -> Iterator:
+        import numpy as np
+
+        slot, slots = self._slot()
+        start, stop = slot_range(self.index["samples"], slot, slots)
+        rng = np.random.default_rng([self.seed, self.epoch, slot])
+        buf: list[dict] = []
+        n = 0
+
+        def out(sample):
+            return sample if self.decode is None else self.decode(sample)
+
+        for sample in self._range(start, stop):
+            if self.shuffle_buffer == 0:
+                n += 1
+                if n > self.start:
+                    yield out(sample)
+                continue
+            if len(buf) < self.shuffle_buffer:
+                buf.append(sample)
+                continue
+            j = int(rng.integers(len(buf)))
+            buf[j], sample = sample, buf[j]
+            n += 1
+            if n > self.start:
+                yield out(sample)
+        for j in rng.permutation(len(buf)):
+            n += 1
+            if n > self.start:
+                yield out(buf[int(j)])
+
