@@ -201,3 +201,39 @@ def test_two_gloo_ranks_with_two_workers_read_each_sample_once(tmp_path):
     seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert sorted(seen[0] + seen[1]) == sorted(r["id"] for r in recs)
     assert {len(seen[0]), len(seen[1])} == {8, 9}  # 17 samples over 4 slots: 4, 4, 4, 5
+
+
+def test_decoded_shard_items_equal_the_jsonl_datasets_items(tmp_path):
+    """The trainer's two inputs agree: a ConcreteBatch read from shards decodes to ConcreteBatchDataset's items."""
+    import torch
+    from torchvision import transforms
+
+    from concrete_jungle.datasets import ConcreteBatchDataset
+    from concrete_jungle.shards import ConcreteBatchDecoder, ShardStream
+
+    anchors = _tiny_anchors(tmp_path, 6)
+    cb = [{"anchor_id": a["id"], "image": a["image"], "caption": a["anchor"], "keyword": "caption", "lemma": "caption",
+           "type": "object", "span": [0, 7], "c_i": 3.0 + 0.25 * i,
+           "negative_caption": a["anchor"] if i == 2 else a["anchor"].replace("caption", "picture"),
+           "negative_image": anchors[(i + 1) % 6]["image"]} for i, a in enumerate(anchors)]
+    write_shards(cb, tmp_path / "s", "concretebatch", samples_per_shard=4)
+    preprocess = transforms.Compose([transforms.Resize(8), transforms.ToTensor()])
+    vocab = {}
+
+    def tokenizer(texts):
+        return torch.tensor([[vocab.setdefault(w, len(vocab) + 1) for w in t.split()] + [0] * (4 - len(t.split()))
+                             for t in texts])
+
+    ref = ConcreteBatchDataset(cb, preprocess, tokenizer, cache=False)
+    got = {s[0].sum().item(): s for s in ShardStream(tmp_path / "s", seed=0,
+                                                       decode=ConcreteBatchDecoder(preprocess, tokenizer))}
+    assert len(got) == 6
+    for i in range(6):
+        want = ref[i]
+        item = got[want[0].sum().item()]
+        for a, b in zip(item[:4], want[:4]):
+            assert torch.equal(a, b)
+        assert item[4:] == want[4:] and item[5] == (i != 2)  # record 2's negative caption equals its anchor
+    bad = {"__key__": "a000", "__url__": "x.tar", "txt": b"a", "neg.txt": b"b", "json": b'{"c_i": 7}', "png": b""}
+    with pytest.raises(ValueError, match=r"sample 'a000' of x.tar has c_i 7; expected a concreteness in \[1, 5\]"):
+        ConcreteBatchDecoder(preprocess, tokenizer)(bad)

@@ -35,7 +35,7 @@ from torch.utils.data import IterableDataset
 from concrete_jungle.io import atomic_write, read_json
 
 __all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards",
-           "slot_range", "ShardStream"]
+           "slot_range", "ShardStream", "ConcreteBatchDecoder"]
 
 KINDS = ("anchors", "concretebatch")
 #: image file suffix -> the WebDataset extension written (open_clip reads "jpg;png;jpeg;webp")
@@ -316,3 +316,42 @@ class ShardStream(IterableDataset):
             if n > self.start:
                 yield out(buf[int(j)])
 
+
+
+class ConcreteBatchDecoder:
+    """A ConcreteBatch shard sample as the training item :class:`~concrete_jungle.datasets.ConcreteBatchDataset`
+    gives for the same record: ``(image [3, H, W], tokens [L], negative_image [3, H, W] or None, negative_tokens
+    [L], c_i, valid)``, c_i the keyword's concreteness (1-5), ``valid`` False when the negative caption tokenises to
+    the anchor's. Picklable (a ``ShardStream(decode=...)`` runs it in DataLoader workers).
+
+    Raises:
+        ValueError: naming the sample's key and shard when it lacks an image or caption member, or its c_i is not a
+            rating (:func:`concrete_jungle.concreteness.is_rating`); OSError when an image does not decode."""
+
+    def __init__(self, preprocess, tokenizer, negative_images: bool = True) -> None:
+        self.preprocess, self.tokenizer, self.negative_images = preprocess, tokenizer, negative_images
+
+    def _image(self, sample: dict, prefix: str):
+        from concrete_jungle.io import load_rgb
+
+        ext = next((e for e in IMAGE_EXTENSIONS.values() if f"{prefix}{e}" in sample), None)
+        if ext is None:
+            raise ValueError(f"shards: sample {sample.get('__key__')!r} of {sample.get('__url__')} has no "
+                             f"{prefix or 'anchor '}image member")
+        return self.preprocess(load_rgb(_io.BytesIO(sample[f"{prefix}{ext}"])))
+
+    def __call__(self, sample: dict):
+        import torch
+
+        from concrete_jungle.concreteness import is_rating
+
+        where = f"sample {sample.get('__key__')!r} of {sample.get('__url__')}"
+        if "txt" not in sample or "neg.txt" not in sample or "json" not in sample:
+            raise ValueError(f"shards: {where} lacks a caption, negative caption or json member")
+        c = json.loads(sample["json"]).get("c_i")
+        if not is_rating(c):
+            raise ValueError(f"shards: {where} has c_i {c!r}; expected a concreteness in [1, 5]")
+        tok = self.tokenizer([sample["txt"].decode("utf-8")])[0]
+        neg_tok = self.tokenizer([sample["neg.txt"].decode("utf-8")])[0]
+        neg = self._image(sample, "neg.") if self.negative_images else None
+        return self._image(sample, ""), tok, neg, neg_tok, float(c), not torch.equal(tok, neg_tok)
