@@ -32,7 +32,7 @@ from pathlib import Path
 
 from torch.utils.data import IterableDataset
 
-from concrete_jungle.io import atomic_write, read_json
+from concrete_jungle.io import atomic_write, read_json, write_json
 
 __all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards",
            "slot_range", "ShardStream", "ConcreteBatchDecoder"]
@@ -124,8 +124,7 @@ def write_shards(records: Sequence[dict], out_dir: str | os.PathLike, kind: str,
         shards.append({"name": name, "samples": min(samples_per_shard, len(records) - start),
                        "sha256": hashlib.sha256(data).hexdigest()})
     index = {"kind": kind, "samples": len(records), "samples_per_shard": samples_per_shard, "shards": shards}
-    with atomic_write(out_dir / INDEX) as fh:
-        fh.write(json.dumps(index, indent=2) + "\n")
+    write_json(out_dir / INDEX, index)
     return index
 
 
@@ -285,37 +284,32 @@ class ShardStream(IterableDataset):
                 raise ValueError(f"shards: {self.shard_dir / shard['name']} holds fewer samples than the index "
                                  f"says ({shard['samples']})")
 
-    def __iter__(self) -> Iterator:
-        import numpy as np
-
-        slot, slots = self._slot()
-        start, stop = slot_range(self.index["samples"], slot, slots)
-        rng = np.random.default_rng([self.seed, self.epoch, slot])
+    def _shuffled(self, samples: Iterator[dict], rng) -> Iterator[dict]:
+        """``samples`` through a buffer of ``shuffle_buffer`` (0: as they come)."""
+        if not self.shuffle_buffer:
+            yield from samples
+            return
         buf: list[dict] = []
-        n = 0
-
-        def out(sample):
-            return sample if self.decode is None else self.decode(sample)
-
-        for sample in self._range(start, stop):
-            if self.shuffle_buffer == 0:
-                n += 1
-                if n > self.start:
-                    yield out(sample)
-                continue
+        for sample in samples:
             if len(buf) < self.shuffle_buffer:
                 buf.append(sample)
                 continue
             j = int(rng.integers(len(buf)))
             buf[j], sample = sample, buf[j]
-            n += 1
-            if n > self.start:
-                yield out(sample)
+            yield sample
         for j in rng.permutation(len(buf)):
-            n += 1
-            if n > self.start:
-                yield out(buf[int(j)])
+            yield buf[int(j)]
 
+    def __iter__(self) -> Iterator:
+        import itertools
+
+        import numpy as np
+
+        slot, slots = self._slot()
+        start, stop = slot_range(self.index["samples"], slot, slots)
+        rng = np.random.default_rng([self.seed, self.epoch, slot])
+        for sample in itertools.islice(self._shuffled(self._range(start, stop), rng), self.start, None):
+            yield sample if self.decode is None else self.decode(sample)
 
 
 class ConcreteBatchDecoder:
