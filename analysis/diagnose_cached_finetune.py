@@ -15,7 +15,10 @@ with AdamW (``--lr``, weight decay 0.1 on matrices only), linear warmup over 5 %
 gradient clipping at 1, batches of ``--batch-size`` anchors drawn without replacement epoch by epoch. Every
 ``--every`` steps both are scored on the held-out pairs of the dataset by keyword type (I2T: s(v, t) > s(v, t');
 T2I: s(v, t) > s(v', t)), and the gain hard - clip is reported with its exact McNemar p (the stage's criterion:
->= 10 points with p < 0.001 in both directions over all pairs).
+>= 10 points with p < 0.001 in both directions over all pairs). Beside them, ``--train-sample`` pairs of the
+ConcreteBatch the hard run trains on (``fit_i2t`` / ``fit_t2i``: images seen against images unseen, H24-H25).
+Against memorisation (H25): ``--text-only`` freezes the image head, ``--head-lr-scale`` slows it,
+``--map-noise`` adds Gaussian noise (in units of each channel's spread) to every training map.
 
     python analysis/diagnose_cached_finetune.py --params pipelines/world_effnet_attn/params.yaml --dataset lc \\
         --steps 800 --lr 1e-3 --out docs/instrument/cached_finetune_lc_lr1e-3.json   # hc: --dataset hc --steps 400
@@ -46,6 +49,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--runs", default="hard,clip")
     ap.add_argument("--text-only", action="store_true", help="keep the image head frozen too (only the text tower "
                                                              "and the logit scale train)")
+    ap.add_argument("--map-noise", type=float, default=0.0,
+                    help="augmentation on the cached maps: add Gaussian noise of this many times each channel's "
+                         "standard deviation (over the training maps) to every training map, fresh each step")
+    ap.add_argument("--head-lr-scale", type=float, default=1.0,
+                    help="the image head's learning rate as a multiple of --lr (1: as the trainer)")
+    ap.add_argument("--train-sample", type=int, default=600,
+                    help="pairs of the ConcreteBatch the hard run trains on, scored beside the held-out ones "
+                         "(the fit check: accuracy on images seen against images unseen)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     t0 = time.time()
@@ -56,6 +67,8 @@ def main(argv=None) -> dict:
     folder = params.data_dir / "concreteplant" / args.dataset
     heldout = read_jsonl(folder / "heldout.jsonl")
     train = read_jsonl(folder / "concretebatch.jsonl")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(1)).tolist()
+    fit = [train[i] for i in order[:args.train_sample]]
     corpus = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
     bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
     base = bundle.model.float().eval()
@@ -72,31 +85,40 @@ def main(argv=None) -> dict:
     t_cache = time.time()
     tr_v, tr_n = maps([r["image"] for r in train]), maps([r["negative_image"] for r in train])
     ho_v, ho_n = maps([r["image"] for r in heldout]), maps([r["negative_image"] for r in heldout])
+    ft_v, ft_n = maps([r["image"] for r in fit]), maps([r["negative_image"] for r in fit])
+    map_std = tr_v.std(dim=(0, 2, 3), keepdim=True)  # [1, C, 1, 1] per-channel spread of the training maps
     cp_v = maps([r["image"] for r in corpus]) if "clip" in args.runs else None
     cache_s = time.time() - t_cache
     tok = bundle.tokenizer
     tr_t, tr_tn = tok([r["caption"] for r in train]), tok([r["negative_caption"] for r in train])
     ho_t, ho_tn = tok([r["caption"] for r in heldout]), tok([r["negative_caption"] for r in heldout])
+    ft_t, ft_tn = tok([r["caption"] for r in fit]), tok([r["negative_caption"] for r in fit])
     cp_t = tok([r["anchor"] for r in corpus])
     types = sorted({r["type"] for r in heldout})
     result = {"params": args.params, "dataset": args.dataset, "steps": args.steps, "batch_size": args.batch_size,
-              "lr": args.lr, "seed": args.seed, "text_only": args.text_only, "n_train": len(train),
+              "lr": args.lr, "seed": args.seed, "text_only": args.text_only, "map_noise": args.map_noise,
+              "head_lr_scale": args.head_lr_scale, "n_fit": len(fit), "n_train": len(train),
               "n_corpus": len(corpus), "n_heldout": len(heldout), "cache_s": round(cache_s, 1),
               "machine": machine_info(timing=False), "runs": {}, "gain": []}
 
-    def correct(model) -> dict:  # {type_dir: bool tensor [n]} on the held-out pairs
-        model.eval()
+    def verdicts(model, v, n, t, tn):  # I2T s(v,t) > s(v,t'), T2I s(v,t) > s(v',t): bool [M] each
         with torch.no_grad():
-            hv = F.normalize(model.visual.head(ho_v), dim=-1)
-            hn = F.normalize(model.visual.head(ho_n), dim=-1)
-            g, gn = F.normalize(model.encode_text(ho_t), dim=-1), F.normalize(model.encode_text(ho_tn), dim=-1)
+            hv, hn = F.normalize(model.visual.head(v), dim=-1), F.normalize(model.visual.head(n), dim=-1)
+            g, gn = F.normalize(model.encode_text(t), dim=-1), F.normalize(model.encode_text(tn), dim=-1)
+        s_vt = (hv * g).sum(1)
+        return s_vt > (hv * gn).sum(1), s_vt > (hn * g).sum(1)
+
+    def correct(model) -> dict:  # {type_dir: bool tensor [n]} on the held-out pairs, plus the fit check's "fit_*"
+        model.eval()
+        i2t, t2i = verdicts(model, ho_v, ho_n, ho_t, ho_tn)
+        fit_i2t, fit_t2i = verdicts(model, ft_v, ft_n, ft_t, ft_tn)
         model.train()
         model.visual.trunk.eval()
-        s_vt, s_vtn, s_nt = (hv * g).sum(1), (hv * gn).sum(1), (hn * g).sum(1)
         out = {}
         for ty in ["all", *types]:
             m = torch.tensor([ty == "all" or r["type"] == ty for r in heldout])
-            out[f"{ty}_i2t"], out[f"{ty}_t2i"] = (s_vt > s_vtn)[m], (s_vt > s_nt)[m]
+            out[f"{ty}_i2t"], out[f"{ty}_t2i"] = i2t[m], t2i[m]
+        out["fit_i2t"], out["fit_t2i"] = fit_i2t, fit_t2i
         return out
 
     def pct(c: dict) -> dict:
@@ -106,17 +128,16 @@ def main(argv=None) -> dict:
         for p in model.parameters():
             p.requires_grad_(False)
         parts = [model.transformer, model.token_embedding, model.ln_final]
-        named = [("positional_embedding", model.positional_embedding), ("text_projection", model.text_projection),
-                 ("logit_scale", model.logit_scale)]
-        if not args.text_only:
-            parts.append(model.visual.head)
-        params_ = [p for m in parts for p in m.parameters()] + [p for _, p in named]
-        for p in params_:
+        named = [model.positional_embedding, model.text_projection, model.logit_scale]
+        text = [p for m in parts for p in m.parameters()] + named
+        head = [] if args.text_only else list(model.visual.head.parameters())
+        for p in text + head:
             p.requires_grad_(True)
-        decay = [p for p in params_ if p.ndim >= 2]
-        no_decay = [p for p in params_ if p.ndim < 2]
-        return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                                 lr=args.lr)
+        groups = []
+        for ps, lr in ((text, args.lr), (head, args.lr * args.head_lr_scale)):
+            groups += [{"params": [p for p in ps if p.ndim >= 2], "weight_decay": 0.1, "lr": lr},
+                       {"params": [p for p in ps if p.ndim < 2], "weight_decay": 0.0, "lr": lr}]
+        return torch.optim.AdamW([g for g in groups if g["params"]], lr=args.lr)
 
     def schedule(step):  # warmup 5 % then cosine, as training.train_contrastive
         warm = max(1, int(0.05 * args.steps))
@@ -132,7 +153,7 @@ def main(argv=None) -> dict:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
         n = len(train) if name == "hard" else len(corpus)
         gen = torch.Generator().manual_seed(args.seed)
-        state[name] = {"model": model, "opt": opt, "sched": sched, "n": n, "gen": gen, "perm": [],
+        state[name] = {"model": model, "opt": opt, "sched": sched, "n": n, "gen": gen, "noise": torch.Generator().manual_seed(args.seed + 1), "perm": [],
                        "curve": [(0, pct(correct(model)))], "correct": {0: correct(model)}, "time": 0.0}
 
     def batch(st):
@@ -152,6 +173,8 @@ def main(argv=None) -> dict:
                 txt = torch.cat([tr_t[idx], tr_tn[idx]])
             else:
                 img, txt = cp_v[idx], cp_t[idx]
+            if args.map_noise:
+                img = img + args.map_noise * map_std * torch.randn(img.shape, generator=st["noise"])
             f = F.normalize(model.visual.head(img), dim=-1)
             g = F.normalize(model.encode_text(txt), dim=-1)
             logits = model.logit_scale.exp() * f @ g.T
@@ -168,13 +191,13 @@ def main(argv=None) -> dict:
             if step % args.every == 0 or step == args.steps:
                 c = correct(model)
                 st["correct"][step] = c
-                st["curve"].append((step, {**pct(c), "loss": round(float(loss), 4),
+                st["curve"].append((step, {**pct(c), "loss": round(loss.item(), 4),
                                            "logit_scale": round(float(model.logit_scale.exp()), 2)}))
                 print(name, step, st["curve"][-1][1], flush=True)
         if "hard" in state and "clip" in state and step in state["hard"]["correct"]:
             row = {"step": step}
-            for key in ("all_i2t", "all_t2i", "relation_i2t", "relation_t2i", "attribute_i2t", "attribute_t2i",
-                        "object_i2t", "object_t2i"):
+            for key in ("all_i2t", "all_t2i", "fit_i2t", "fit_t2i", "relation_i2t", "relation_t2i", "attribute_i2t",
+                        "attribute_t2i", "object_i2t", "object_t2i"):
                 if key not in state["hard"]["correct"][step]:
                     continue
                 a, b = state["hard"]["correct"][step][key], state["clip"]["correct"][step][key]
