@@ -5,7 +5,9 @@ corpus anchors without hard negatives.
 
 Writes ``models/<p>/<loss>/<dataset>/checkpoint.pt`` (``models/<p>/clip/checkpoint.pt`` for a baseline), the
 dvclive step curves in ``metrics/<p>/train/<loss>/<dataset>/plots`` (``metrics/<p>/train/clip/plots``) and the
-final logged values of every member in ``metrics/<p>/train/<loss>.json``. Held-out anchors
+final logged values of every member in ``metrics/<p>/train/<loss>.json``. With ``train.data_format: webdataset`` the
+members stream their inputs from stage ``shards``' tar shards instead of the JSONL (:mod:`concrete_jungle.shards`).
+Held-out anchors
 (``corpus.heldout_fraction``) are never trained on; their ConcreteBatch pairs give each run's learning curves
 (held-out accuracy by keyword type every ``train.curve_every`` steps, under ``plots/metrics/heldout/``).
 """
@@ -48,8 +50,9 @@ def _train_family(params: Params, family: str) -> dict:
     from concrete_jungle.training import AnchorDataset, ConcreteBatchDataset, train_contrastive
 
     tp = params.train
+    stream = tp.data_format == "webdataset"  # WebDataset shards (stage shards), streamed: nothing cached
     # the decoded-input cache pays off over epochs in one process; DataLoader workers would each hold a copy
-    cache = not tp.augment and tp.num_workers == 0
+    cache = not tp.augment and tp.num_workers == 0 and not stream
     out = {}
     maps: dict = {}  # locked-trunk maps shared by the members (one base trunk, the same anchors)
     summary_file = params.metrics_dir / "train" / f"{family}.json"
@@ -60,7 +63,9 @@ def _train_family(params: Params, family: str) -> dict:
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
         preprocess, trunk_maps = training_preprocess(bundle, tp.augment, cache)
-        if family in HARD_NEGATIVE_LOSSES:
+        if stream:
+            ds = _shard_stream(params, bundle, preprocess, family, label)
+        elif family in HARD_NEGATIVE_LOSSES:
             dataset = label.split("-", 1)[0]
             batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
             # losses without hard-negative images (NegCLIP) never decode them, so text-only ConcreteBatches work
@@ -87,6 +92,23 @@ def _train_family(params: Params, family: str) -> dict:
                                          "precision": out[label]["precision"], "machine": out[label]["machine"]}
                                  for label in family_members(params, family)})
     return out
+
+
+def _shard_stream(params: Params, bundle, preprocess, family: str, label: str):
+    """The :class:`~concrete_jungle.shards.ShardStream` a member trains on (``train.data_format: webdataset``): its
+    ConcreteBatch's shards (``data/<p>/shards/<dataset>``), or the corpus anchors' for a baseline
+    (``data/<p>/shards/anchors``), decoded to the JSONL datasets' items (random transforms seeded per sample in
+    DataLoader workers)."""
+    from concrete_jungle.shards import AnchorDecoder, ConcreteBatchDecoder, ShardStream
+
+    if family in HARD_NEGATIVE_LOSSES:
+        folder = label.split("-", 1)[0]
+        decode = ConcreteBatchDecoder(preprocess, bundle.tokenizer,
+                                      negative_images=LOSSES[family].needs_hard_negative_images)
+    else:
+        folder, decode = "anchors", AnchorDecoder(preprocess, bundle.tokenizer)
+    return ShardStream(params.data_dir / "shards" / folder, seed=params.seed, shuffle_buffer=params.train.shuffle_buffer,
+                       seed_items=True, decode=decode)
 
 
 def _curve(params: Params, bundle, label: str, hard: bool):

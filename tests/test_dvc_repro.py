@@ -216,3 +216,20 @@ def test_dvc_repro_world_end_to_end(tmp_path):
     assert taus == sorted(taus) == [params["margin"]["tau"], 0.3], sweep  # the baseline commit, then the experiment
     assert all(0.0 <= p["SugarCrepe hc-cement"] <= 1.0 for p in sweep["points"])
     assert (work / "reports/world/sweep_margin.tau.png").stat().st_size > 1000
+
+    # 6. train.data_format: webdataset (issue 21), then `lineage write`: stage shards writes the ConcreteBatches and
+    # the anchors as tar shards, and every fine-tune streams them; the data stages before it stay as they were
+    changed = yaml.safe_load((work / "params.yaml").read_text())
+    changed["train"].update(data_format="webdataset", samples_per_shard=50)
+    (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    _run([sys.executable, "-m", "concrete_jungle.lineage", "write", "--repo", str(work)], work)
+    stale = _stale(work)
+    assert "shards" in stale and {"corpus", "concreteplant", "base_model"}.isdisjoint(stale)
+    ran = _run(["dvc", "repro"], work)
+    ran_stages = {line.split("'")[1] for line in ran.splitlines() if line.startswith("Running stage")}
+    assert {"shards", "train@infonce", "train_baseline@clip"} <= ran_stages, ran
+    for name in [*t["datasets"], "anchors"]:
+        index = json.loads((work / f"data/world/shards/{name}/index.json").read_text())
+        assert index["samples"] > 50 and len(index["shards"]) == -(-index["samples"] // 50)
+    summary = json.loads((work / "metrics/world/train/infonce.json").read_text())
+    assert all(summary[f"{d}-infonce"]["step"] == 3 for d in t["datasets"]), summary

@@ -338,3 +338,46 @@ def test_worker_loaded_run_resumes_to_identical_weights(reference, tmp_path, cap
     with caplog.at_level(logging.WARNING, logger="concrete_jungle.training"):
         fresh = run(tmp_path / "three", records, loop=make_loop(**{**LOOP, "epochs": 1}), num_workers=1)
     assert fresh["resumed_from_step"] == 0 and "its inputs differ (item_rng)" in caplog.text
+
+
+# ------------------------------------------------------------------------------------ WebDataset shards (issue 21)
+def _stream_run(out: Path, shard_dir: Path, *, stop_after=None, num_workers=0) -> dict:
+    """``run`` on the ConcreteBatch read from shards (random crops seeded per sample in workers)."""
+    from concrete_jungle.shards import ConcreteBatchDecoder, ShardStream
+
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    stream = ShardStream(shard_dir, seed=0, shuffle_buffer=2, seed_items=True,
+                         decode=ConcreteBatchDecoder(bundle.preprocess_train, bundle.tokenizer))
+    steps_seen = []
+
+    def hook(step):
+        steps_seen.append(step)
+        if step == stop_after:
+            raise Interrupt(step)
+
+    summary = train_contrastive(bundle, stream, CementLoss(MarginConfig()), make_loop(**LOOP), seed=0,
+                                live_dir=out / "live", checkpoint_path=out / "model" / "checkpoint.pt",
+                                params_dump={"run": "stream"}, save_checkpoint=save_checkpoint, hard_negatives=True,
+                                on_step_end=hook, num_workers=num_workers)
+    return {**summary, "steps_seen": steps_seen}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_run_on_shards_resumes_mid_epoch_to_identical_weights(reference, tmp_path, workers):
+    """The trainer streams a ConcreteBatch from WebDataset shards (``train.data_format: webdataset``): 6 samples in 3
+    shards, N = 2, 2 epochs of 3 steps (with 2 workers: slots of 3 samples, 1 whole batch each, so 2 steps an
+    epoch); stopped after step 3 (mid-epoch, 1 step past the checkpoint) and resumed, it ends with the weights and
+    curves of the uninterrupted run."""
+    from concrete_jungle.shards import write_shards
+
+    _, records, _ = reference
+    cb = [{**r, "anchor_id": f"a{i}"} for i, r in enumerate(records)]
+    write_shards(cb, tmp_path / "shards", "concretebatch", samples_per_shard=2)
+    whole = _stream_run(tmp_path / "whole", tmp_path / "shards", num_workers=workers)
+    assert whole["steps"] == (6 if workers == 0 else 4)
+    with pytest.raises(Interrupt):
+        _stream_run(tmp_path / "cut", tmp_path / "shards", stop_after=3, num_workers=workers)
+    resumed = _stream_run(tmp_path / "cut", tmp_path / "shards", num_workers=workers)
+    assert resumed["resumed_from_step"] == 2 and resumed["steps_seen"] == list(range(3, whole["steps"] + 1))
+    assert_same_weights(tmp_path / "cut" / "model" / "checkpoint.pt", tmp_path / "whole" / "model" / "checkpoint.pt")
+    assert tsv_texts(tmp_path / "cut" / "live") == tsv_texts(tmp_path / "whole" / "live")

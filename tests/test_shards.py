@@ -237,3 +237,47 @@ def test_decoded_shard_items_equal_the_jsonl_datasets_items(tmp_path):
     bad = {"__key__": "a000", "__url__": "x.tar", "txt": b"a", "neg.txt": b"b", "json": b'{"c_i": 7}', "png": b""}
     with pytest.raises(ValueError, match=r"sample 'a000' of x.tar has c_i 7; expected a concreteness in \[1, 5\]"):
         ConcreteBatchDecoder(preprocess, tokenizer)(bad)
+
+
+# ------------------------------------------------------------------------------------- the trainer's stream (in)
+def test_batch_order_and_steps_by_hand():
+    from concrete_jungle.shards import batch_order, stream_steps
+
+    # 23 samples over 2 ranks x 2 workers: slots of 5, 6, 6, 6 -> whole batches of 2: 2, 3, 3, 3
+    assert batch_order(23, 2, 0, 2, 2) == [0, 1, 0, 1, 1]
+    assert batch_order(23, 2, 1, 2, 2) == [0, 1, 0, 1, 0, 1]
+    assert stream_steps(23, 2, 2, 2) == 5  # every rank takes the poorer rank's 5
+    assert batch_order(23, 4, 0, 1, 0) == [0] * 5 and stream_steps(23, 4, 1, 0) == 5  # in-process: one slot
+    with pytest.raises(ValueError, match="batches of 0 samples"):
+        batch_order(23, 0, 0, 1, 0)
+
+
+def _key_batches(tmp_path, workers, epoch=0, batch_pos=0, steps=9, rank=0, world_size=1):
+    from concrete_jungle.datasets import stream_batches
+    from concrete_jungle.shards import ShardStream, stream_steps
+
+    stream = ShardStream(tmp_path / "s", seed=5, shuffle_buffer=3, rank=rank, world_size=world_size,
+                         decode=lambda sample: sample["__key__"])
+    per_epoch = stream_steps(len(stream), 2, world_size, workers)
+    return per_epoch, [b["keys"] for b in stream_batches(stream, 2, per_epoch, epoch, batch_pos, steps,
+                                                          lambda keys: {"keys": list(keys)}, seed=5,
+                                                          num_workers=workers)]
+
+
+def test_stream_batches_cover_an_epoch_once_and_resume_to_the_same_batches(tmp_path):
+    recs = _tiny_anchors(tmp_path, 23)
+    write_shards(recs, tmp_path / "s", "anchors", samples_per_shard=4)
+    for workers in (0, 2):
+        per_epoch, run = _key_batches(tmp_path, workers, steps=30)
+        assert per_epoch == 11  # 23 // 2; with 2 workers 11 // 2 + 12 // 2 = 5 + 6
+        first = [k for b in run[:per_epoch] for k in b]
+        assert len(set(first)) == len(first) == 2 * per_epoch  # each sample at most once an epoch
+        assert run[per_epoch:2 * per_epoch] != run[:per_epoch]  # the next epoch is another order
+        for epoch, pos in ((0, 3), (1, 0), (1, per_epoch - 1)):  # a run stopped after that batch, resumed
+            done = epoch * per_epoch + pos
+            assert _key_batches(tmp_path, workers, epoch, pos, steps=30 - done)[1] == run[done:]
+    # 2 ranks x 2 workers: the ranks' batches are disjoint and take the same number of steps
+    ranks = [_key_batches(tmp_path, 2, steps=5, rank=r, world_size=2) for r in (0, 1)]
+    assert ranks[0][0] == ranks[1][0] == 5
+    keys = [k for _, batches in ranks for b in batches for k in b]
+    assert len(keys) == len(set(keys)) == 20

@@ -223,7 +223,7 @@ def collate_hard_negatives(batch):
 # --------------------------------------------------------------------------------------------------------------
 # Input pipeline
 # --------------------------------------------------------------------------------------------------------------
-def _seed_item(seed: int, epoch: int, index: int) -> None:
+def seed_item(seed: int, epoch: int, index: int) -> None:
     """Seed torch, numpy and ``random`` of this (worker) process from (seed, epoch, item index) only."""
     words = np.random.SeedSequence([int(seed), int(epoch), int(index)]).generate_state(2, dtype=np.uint32)
     s64 = (int(words[0]) << 32) | int(words[1])
@@ -235,7 +235,7 @@ def _seed_item(seed: int, epoch: int, index: int) -> None:
 class _EpochItems(Dataset):
     """``dataset`` addressed by ``(epoch, index)`` keys: sets the dataset's epoch (``set_epoch``, e.g. the
     AnchorDataset caption draw) when it changes, then returns ``dataset[index]``. In a ``DataLoader`` worker it
-    first seeds the worker's RNGs from (seed, epoch, index) (:func:`_seed_item`); in the main process it draws from
+    first seeds the worker's RNGs from (seed, epoch, index) (:func:`seed_item`); in the main process it draws from
     the global RNGs as they are."""
 
     def __init__(self, dataset: Dataset, seed: int) -> None:
@@ -251,7 +251,7 @@ class _EpochItems(Dataset):
                 self.dataset.set_epoch(epoch)
             self._epoch = epoch
         if get_worker_info() is not None:
-            _seed_item(self.seed, epoch, index)
+            seed_item(self.seed, epoch, index)
         return self.dataset[index]
 
 
@@ -323,3 +323,65 @@ def make_loader(dataset: Dataset, batches: ResumableBatches, collate: Callable, 
     return DataLoader(_EpochItems(dataset, seed), batch_sampler=batches, collate_fn=collate,
                       num_workers=num_workers, pin_memory=pin_memory,
                       generator=torch.Generator().manual_seed(int(seed)), **extra)
+
+
+class _WorkerTagged:
+    """``collate`` that also records which DataLoader worker built the batch (``batch["worker"]``, 0 in the main
+    process): picklable, it runs in the worker."""
+
+    def __init__(self, collate: Callable) -> None:
+        self.collate = collate
+
+    def __call__(self, items):
+        info = get_worker_info()
+        return {**self.collate(items), "worker": 0 if info is None else info.id}
+
+
+def stream_batches(stream, n: int, steps_per_epoch: int, epoch: int, batch_pos: int, steps: int,
+                   collate: Callable, *, seed: int, num_workers: int = 0, pin_memory: bool = False,
+                   prefetch_factor: int = 2) -> Iterator[dict]:
+    """The training batches of a :class:`~concrete_jungle.shards.ShardStream` (WebDataset shards, issue 21), the
+    streaming counterpart of :class:`ResumableBatches` + :func:`make_loader`: ``steps`` batches of ``n`` samples
+    from batch ``batch_pos`` of ``epoch`` on, ``steps_per_epoch`` batches an epoch
+    (:func:`~concrete_jungle.shards.stream_steps`: the same on every rank).
+
+    Each epoch a ``DataLoader`` (``batch_size=n``, ``drop_last``) reads the stream with ``num_workers`` workers, each
+    worker its own contiguous range of the epoch's samples; batch b of the epoch is the next batch of worker
+    :func:`~concrete_jungle.shards.batch_order` ``[b]`` (batches that arrive early wait in a queue), so the sequence
+    does not depend on worker timing. Resuming at (epoch, batch_pos), every worker first skips the samples it had
+    yielded in the epoch's first ``batch_pos`` batches (``stream.start``): the rest of the epoch is the same batches
+    in the same order, each sample once.
+
+    Raises:
+        ValueError: ``n`` < 1, ``steps_per_epoch`` < 1, a negative ``steps`` or ``num_workers``, or ``batch_pos``
+            outside [0, steps_per_epoch).
+    """
+    import collections
+
+    from concrete_jungle.shards import batch_order
+
+    if n < 1 or steps_per_epoch < 1 or steps < 0 or num_workers < 0 or not 0 <= batch_pos < steps_per_epoch:
+        raise ValueError(f"stream_batches: bad position or sizes (n={n}, steps_per_epoch={steps_per_epoch}, "
+                         f"batch_pos={batch_pos}, steps={steps}, num_workers={num_workers})")
+    workers = max(1, num_workers)
+    extra = {"prefetch_factor": prefetch_factor} if num_workers else {}
+    order = batch_order(len(stream), n, stream.rank, stream.world_size, num_workers)[:steps_per_epoch]
+    while steps > 0:
+        stream.set_epoch(epoch)
+        stream.start = [n * order[:batch_pos].count(w) for w in range(workers)]
+        loader = DataLoader(stream, batch_size=n, drop_last=True, collate_fn=_WorkerTagged(collate),
+                            num_workers=num_workers, pin_memory=pin_memory,
+                            generator=torch.Generator().manual_seed(int(seed)), **extra)
+        batches, waiting = iter(loader), collections.defaultdict(collections.deque)
+        try:
+            for w in order[batch_pos:batch_pos + steps]:
+                while not waiting[w]:
+                    batch = next(batches)
+                    waiting[batch.pop("worker")].append(batch)
+                yield waiting[w].popleft()
+                steps -= 1
+        finally:  # the epoch's workers end here, also when the consumer stops early
+            shutdown = getattr(batches, "_shutdown_workers", None)
+            if shutdown is not None:
+                shutdown()
+        epoch, batch_pos = epoch + 1, 0

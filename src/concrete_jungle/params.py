@@ -638,6 +638,13 @@ class TrainParams(LoopParams):
     #: held-out pair accuracy by keyword type logged every so many steps (and at step 0 and the last step) as
     #: learning curves (:mod:`concrete_jungle.learning_curve`); None: no curves
     curve_every: int | None = Field(10, ge=1)
+    #: what the fine-tunes read: the ConcreteBatch and corpus JSONL with their image files (``jsonl``, map-style,
+    #: decoded inputs cached), or WebDataset tar shards of them written by stage ``shards`` (``webdataset``: streamed,
+    #: each rank and DataLoader worker its own contiguous part of an epoch, ``shuffle_buffer`` samples mixed; the
+    #: field's format at scale, issue 21)
+    data_format: Literal["jsonl", "webdataset"] = "jsonl"
+    samples_per_shard: int = Field(1000, ge=1)
+    shuffle_buffer: int = Field(1000, ge=0)
 
     @field_validator("batch_size")
     @classmethod

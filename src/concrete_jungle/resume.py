@@ -116,8 +116,8 @@ def read_training_state(path: str | os.PathLike) -> dict:
     return state
 
 
-_CODE_FILES = ("training.py", "datasets.py", "resume.py", "distributed.py", "losses.py", "models/build.py",
-               "models/checkpoints.py", "models/encoding.py", "models/trunk_cache.py")
+_CODE_FILES = ("training.py", "datasets.py", "shards.py", "resume.py", "distributed.py", "losses.py",
+               "models/build.py", "models/checkpoints.py", "models/encoding.py", "models/trunk_cache.py")
 
 
 def training_fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Callable, hard_negatives: bool,
@@ -131,6 +131,9 @@ def training_fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Call
         weights.update(f"{name}|{t.dtype}|{tuple(tensor.shape)}".encode())
         weights.update(t.view(torch.uint8).numpy())
     data = hashlib.sha256(f"{type(dataset).__name__}|{len(dataset)}".encode())
+    index = getattr(dataset, "index", None)  # a ShardStream: its shards' names, counts and SHA-256
+    if isinstance(index, dict):
+        data.update(json.dumps(index, sort_keys=True).encode())
     records = getattr(dataset, "records", None)
     if records is not None:
         data.update(json.dumps(records, sort_keys=True, default=str).encode())

@@ -27,6 +27,7 @@ import hashlib
 import io as _io
 import json
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from torch.utils.data import IterableDataset
 from concrete_jungle.io import atomic_write, read_json, write_json
 
 __all__ = ["KINDS", "IMAGE_EXTENSIONS", "write_shards", "read_index", "iter_samples", "check_shards",
-           "slot_range", "ShardStream", "ConcreteBatchDecoder"]
+           "slot_range", "batch_order", "stream_steps", "ShardStream", "AnchorDecoder", "ConcreteBatchDecoder"]
 
 KINDS = ("anchors", "concretebatch")
 #: image file suffix -> the WebDataset extension written (open_clip reads "jpg;png;jpeg;webp")
@@ -205,6 +206,29 @@ def slot_range(n: int, slot: int, slots: int) -> tuple[int, int]:
     return n * slot // slots, n * (slot + 1) // slots
 
 
+def batch_order(samples: int, n: int, rank: int, world_size: int, num_workers: int) -> list[int]:
+    """The worker of each batch a rank's ``DataLoader`` yields in an epoch of ``samples``: worker w's slot holds
+    ``slot_range`` samples and makes ``floor(size / n)`` whole batches (``drop_last``), and the loader takes them
+    round-robin, worker 0 first, skipping workers that are done (``num_workers`` 0 counts as one worker, the main
+    process). Batch b of the epoch comes from worker ``batch_order(...)[b]``.
+
+    Raises:
+        ValueError: ``n < 1`` or a bad slot (:func:`slot_range`)."""
+    if n < 1:
+        raise ValueError(f"shards: batches of {n} samples")
+    workers = max(1, num_workers)
+    counts = [(lambda a, b: (b - a) // n)(*slot_range(samples, rank * workers + w, world_size * workers))
+              for w in range(workers)]
+    return [w for k in range(max(counts, default=0)) for w in range(workers) if k < counts[w]]
+
+
+def stream_steps(samples: int, n: int, world_size: int, num_workers: int) -> int:
+    """Batches of ``n`` every rank can take in an epoch of ``samples`` (the fewest any rank has,
+    :func:`batch_order`): a data-parallel step needs every rank, so each takes this many and leaves the rest of its
+    range, fewer than ``n`` a worker plus the surplus of up to one batch a worker over the poorest rank."""
+    return min(len(batch_order(samples, n, r, world_size, num_workers)) for r in range(world_size))
+
+
 class ShardStream(IterableDataset):
     """An epoch of a shard folder as a stream of samples for a ``torch.utils.data.DataLoader``.
 
@@ -213,7 +237,10 @@ class ShardStream(IterableDataset):
     the ``world_size x num_workers`` slots by :func:`slot_range` (rank r, worker w is slot ``r * num_workers + w``),
     each slot opening only the shards its range touches; within a slot a buffer of ``shuffle_buffer`` samples
     (0: none) drawn from ``default_rng([seed, epoch, slot])``. ``start`` skips the first samples a slot would yield
-    (resuming mid-epoch: what it yielded before), undecoded.
+    (resuming mid-epoch: what it yielded before), undecoded. With ``seed_items``, a DataLoader worker seeds torch,
+    numpy and ``random`` from (seed, epoch, the sample's key) before decoding it, so random transforms depend
+    neither on how the samples are dealt to workers nor on where a run resumed (in the main process the global RNGs
+    are drawn as they are, as for the map-style datasets).
 
     Args:
         shard_dir: a folder written by :func:`write_shards`.
@@ -221,8 +248,10 @@ class ShardStream(IterableDataset):
         shuffle_buffer: samples held for the shuffle (>= 0).
         rank, world_size: this process's place among the data-parallel ranks; None: from ``torch.distributed``
             when it is initialised (when the stream is made, in the rank's process), else 0 and 1.
-        start: samples each slot skips (>= 0).
+        start: samples each slot skips (>= 0): one number for every slot, or one for each DataLoader worker of this
+            rank (indexed by worker id).
         decode: applied to each raw sample (``{"__key__", ext: bytes}``) as it is yielded; None yields it raw.
+        seed_items: seed each decode in a worker (above).
 
     Raises:
         ValueError: a bad argument (naming it); while iterating, a shard that holds fewer samples than the index
@@ -230,8 +259,9 @@ class ShardStream(IterableDataset):
     """
 
     def __init__(self, shard_dir: str | os.PathLike, *, seed: int, epoch: int = 0, shuffle_buffer: int = 0,
-                 rank: int | None = None, world_size: int | None = None, start: int = 0, decode=None) -> None:
-        if shuffle_buffer < 0 or start < 0:
+                 rank: int | None = None, world_size: int | None = None, start: int | Sequence[int] = 0,
+                 decode=None, seed_items: bool = False) -> None:
+        if shuffle_buffer < 0 or min([start] if isinstance(start, int) else [0, *start]) < 0:
             raise ValueError(f"ShardStream: shuffle_buffer ({shuffle_buffer}) and start ({start}) must be >= 0")
         if (rank is None) != (world_size is None):
             raise ValueError("ShardStream: give both rank and world_size, or neither")
@@ -244,7 +274,7 @@ class ShardStream(IterableDataset):
             rank, world_size = (dist.get_rank(), dist.get_world_size()) if on else (0, 1)
         self.shard_dir, self.index = Path(shard_dir), read_index(shard_dir)
         self.seed, self.epoch, self.shuffle_buffer, self.start = seed, epoch, shuffle_buffer, start
-        self.rank, self.world_size, self.decode = rank, world_size, decode
+        self.rank, self.world_size, self.decode, self.seed_items = rank, world_size, decode, seed_items
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -252,12 +282,13 @@ class ShardStream(IterableDataset):
     def __len__(self) -> int:
         return self.index["samples"]
 
-    def _slot(self) -> tuple[int, int]:
+    def _slot(self) -> tuple[int, int, int]:
+        """(slot, slots, this rank's worker id)."""
         from torch.utils.data import get_worker_info
 
         info = get_worker_info()
         workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-        return self.rank * workers + worker, self.world_size * workers
+        return self.rank * workers + worker, self.world_size * workers, worker
 
     def _range(self, start: int, stop: int) -> Iterator[dict]:
         """The samples at positions ``[start, stop)`` of the epoch's shard order."""
@@ -305,11 +336,46 @@ class ShardStream(IterableDataset):
 
         import numpy as np
 
-        slot, slots = self._slot()
+        from torch.utils.data import get_worker_info
+
+        slot, slots, worker = self._slot()
         start, stop = slot_range(self.index["samples"], slot, slots)
+        skip = self.start if isinstance(self.start, int) else self.start[worker]
         rng = np.random.default_rng([self.seed, self.epoch, slot])
-        for sample in itertools.islice(self._shuffled(self._range(start, stop), rng), self.start, None):
+        seeded = self.seed_items and get_worker_info() is not None
+        for sample in itertools.islice(self._shuffled(self._range(start, stop), rng), skip, None):
+            if seeded:
+                from concrete_jungle.datasets import seed_item
+
+                seed_item(self.seed, self.epoch, zlib.crc32(sample["__key__"].encode()))
             yield sample if self.decode is None else self.decode(sample)
+
+
+def _decode_image(preprocess, sample: dict, prefix: str):
+    from concrete_jungle.io import load_rgb
+
+    ext = next((e for e in IMAGE_EXTENSIONS.values() if f"{prefix}{e}" in sample), None)
+    if ext is None:
+        raise ValueError(f"shards: sample {sample.get('__key__')!r} of {sample.get('__url__')} has no "
+                         f"{prefix or 'anchor '}image member")
+    return preprocess(load_rgb(_io.BytesIO(sample[f"{prefix}{ext}"])))
+
+
+class AnchorDecoder:
+    """An anchors shard sample as the training item of :class:`~concrete_jungle.datasets.AnchorDataset` with
+    ``caption="anchor"``: ``(image [3, H, W], tokens [L])`` of the image and its ``.txt`` (the anchor caption).
+    Picklable.
+
+    Raises:
+        ValueError: naming the sample's key and shard when it lacks its image or caption member."""
+
+    def __init__(self, preprocess, tokenizer) -> None:
+        self.preprocess, self.tokenizer = preprocess, tokenizer
+
+    def __call__(self, sample: dict):
+        if "txt" not in sample:
+            raise ValueError(f"shards: sample {sample.get('__key__')!r} of {sample.get('__url__')} lacks its caption")
+        return _decode_image(self.preprocess, sample, ""), self.tokenizer([sample["txt"].decode("utf-8")])[0]
 
 
 class ConcreteBatchDecoder:
@@ -325,14 +391,6 @@ class ConcreteBatchDecoder:
     def __init__(self, preprocess, tokenizer, negative_images: bool = True) -> None:
         self.preprocess, self.tokenizer, self.negative_images = preprocess, tokenizer, negative_images
 
-    def _image(self, sample: dict, prefix: str):
-        from concrete_jungle.io import load_rgb
-
-        ext = next((e for e in IMAGE_EXTENSIONS.values() if f"{prefix}{e}" in sample), None)
-        if ext is None:
-            raise ValueError(f"shards: sample {sample.get('__key__')!r} of {sample.get('__url__')} has no "
-                             f"{prefix or 'anchor '}image member")
-        return self.preprocess(load_rgb(_io.BytesIO(sample[f"{prefix}{ext}"])))
 
     def __call__(self, sample: dict):
         import torch
@@ -347,5 +405,5 @@ class ConcreteBatchDecoder:
             raise ValueError(f"shards: {where} has c_i {c!r}; expected a concreteness in [1, 5]")
         tok = self.tokenizer([sample["txt"].decode("utf-8")])[0]
         neg_tok = self.tokenizer([sample["neg.txt"].decode("utf-8")])[0]
-        neg = self._image(sample, "neg.") if self.negative_images else None
-        return self._image(sample, ""), tok, neg, neg_tok, float(c), not torch.equal(tok, neg_tok)
+        neg = _decode_image(self.preprocess, sample, "neg.") if self.negative_images else None
+        return _decode_image(self.preprocess, sample, ""), tok, neg, neg_tok, float(c), not torch.equal(tok, neg_tok)

@@ -92,9 +92,11 @@ from concrete_jungle.datasets import (  # noqa: F401 (the training inputs, re-ex
     collate_hard_negatives,
     collate_pairs,
     make_loader,
+    stream_batches,
 )
 from concrete_jungle.losses import evaluate_loss
 from concrete_jungle.machine import machine_info, resolve_precision
+from concrete_jungle.shards import ShardStream, stream_steps
 from concrete_jungle.resume import (  # noqa: F401 (the training state, re-exported)
     STATE_FORMAT_VERSION,
     capture_rng_state,
@@ -372,7 +374,11 @@ def train_contrastive(
         bundle: a ``concrete_jungle.models.build.ModelBundle`` (model + preprocessing + tokenizer); ``bundle.device`` is set
             to the training device.
         dataset: :class:`AnchorDataset` (``hard_negatives=False``) or :class:`ConcreteBatchDataset`; must not depend
-            on the global RNG state except through its transforms (data order comes from (seed, epoch)).
+            on the global RNG state except through its transforms (data order comes from (seed, epoch)). Or a
+            :class:`~concrete_jungle.shards.ShardStream` decoding to their items (WebDataset shards, streamed:
+            each rank reads its own contiguous part of an epoch's shard order, ``stream_steps`` batches an epoch on
+            every rank, each sample at most once an epoch; resumed mid-epoch by skipping, ``datasets.stream_batches``;
+            its rank and world size are set here).
         loss_fn: ``open_clip.loss.ClipLoss`` for pairs, a ``HardNegativeContrastiveLoss`` for ConcreteBatch (or any
             callable with their signature returning ``{name: scalar}``).
         loop: ``LoopParams`` (epochs, max_steps, batch_size = N anchors of the global batch, lr, weight_decay,
@@ -485,8 +491,13 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     # ModelBundle.autocast also picks the fast CPU attention kernel for bf16.
     precision = resolve_precision(loop.precision, device)
     bundle.spec = bundle.spec.model_copy(update={"precision": precision})
-    sampler = anchor_sampler(dataset, ctx, seed)
-    steps_per_epoch = len(sampler) // n
+    streaming = isinstance(dataset, ShardStream)  # WebDataset shards (train.data_format: webdataset)
+    if streaming:
+        dataset.rank, dataset.world_size = ctx.rank, ctx.world_size
+        sampler, steps_per_epoch = None, stream_steps(len(dataset), n, ctx.world_size, num_workers)
+    else:
+        sampler = anchor_sampler(dataset, ctx, seed)
+        steps_per_epoch = len(sampler) // n
     if steps_per_epoch == 0:
         raise ValueError(f"dataset has {len(dataset)} items, fewer than one batch (batch_size={n_global}"
                          + (f", {n} a rank on {ctx.world_size} processes" if ctx.enabled else "") + ")")
@@ -566,9 +577,13 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
 
     batches = None
     if step < total:  # the loader (and its workers) is created without drawing from the global RNGs
-        batches = iter(make_loader(dataset, ResumableBatches(sampler, n, steps_per_epoch, epoch, batch_pos,
-                                                             total - step),
-                                   collate, seed=seed, num_workers=num_workers, pin_memory=device.type == "cuda"))
+        if streaming:
+            batches = stream_batches(dataset, n, steps_per_epoch, epoch, batch_pos, total - step, collate, seed=seed,
+                                     num_workers=num_workers, pin_memory=device.type == "cuda")
+        else:
+            batches = iter(make_loader(dataset, ResumableBatches(sampler, n, steps_per_epoch, epoch, batch_pos,
+                                                                 total - step),
+                                       collate, seed=seed, num_workers=num_workers, pin_memory=device.type == "cuda"))
     try:
         while step < total:
             batch = next(batches)
@@ -631,7 +646,7 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
         except NonFiniteLossError as err:
             raise fail(err) from None
     finally:  # workers, logs and the progress bar are closed even when a step fails
-        shutdown = getattr(batches, "_shutdown_workers", None)
+        shutdown = getattr(batches, "_shutdown_workers", None) or getattr(batches, "close", None)
         if shutdown is not None:
             shutdown()
         if bar is not None:
