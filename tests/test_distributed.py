@@ -376,3 +376,60 @@ def test_train_contrastive_on_two_ranks_matches_one_process(tmp_path):
         state = read_training_state(tmp_path / "two" / mode / "state.pt")
         assert len(state["rng"]) == W and not torch.equal(state["rng"][0]["torch"], state["rng"][1]["torch"])
         assert state["fingerprint"]["world_size"] == W
+
+
+class _KeyLoggingDecoder:
+    """ConcreteBatchDecoder that also appends each decoded sample's key to ``<folder>/keys-<pid>.txt``."""
+
+    def __init__(self, decode, folder: str) -> None:
+        self.decode, self.folder = decode, folder
+
+    def __call__(self, sample):
+        with open(os.path.join(self.folder, f"keys-{os.getpid()}.txt"), "a") as fh:
+            fh.write(sample["__key__"] + "\n")
+        return self.decode(sample)
+
+
+def _stream_train_worker(rank: int, port: int, out_dir: str) -> None:
+    from concrete_jungle.models.build import build_model
+    from concrete_jungle.models.checkpoints import save_checkpoint
+    from concrete_jungle.params import LoopParams, ModelSpec
+    from concrete_jungle.shards import ConcreteBatchDecoder, ShardStream
+    from concrete_jungle.training import train_contrastive
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(W),
+                      LOCAL_RANK=str(rank), TQDM_DISABLE="1")
+    torch.distributed.init_process_group("gloo")
+    bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
+    stream = ShardStream(os.path.join(out_dir, "shards"), seed=0, shuffle_buffer=2, seed_items=True,
+                         decode=_KeyLoggingDecoder(ConcreteBatchDecoder(bundle.preprocess_val, bundle.tokenizer),
+                                                   os.path.join(out_dir, "keys")))
+    loop = LoopParams(epochs=1, batch_size=4, lr=1e-4, warmup_frac=0.0, log_every=1, num_threads=1,
+                      precision="fp32", num_workers=2)
+    summary = train_contrastive(bundle, stream, build_loss("cement", MARGIN), loop, seed=0,
+                                live_dir=os.path.join(out_dir, "live"),
+                                checkpoint_path=os.path.join(out_dir, "model", "checkpoint.pt"), params_dump={"p": 1},
+                                save_checkpoint=save_checkpoint, hard_negatives=True, device="cpu")
+    torch.save({"steps": summary["steps"]}, os.path.join(out_dir, f"summary{rank}.pt"))
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_run_on_shards_over_two_ranks_and_two_workers_trains_on_each_sample_once(tmp_path):
+    """Issue 21 item 3: the trainer streams WebDataset shards under torchrun (2 gloo ranks x 2 DataLoader workers):
+    16 pairs in shards of 3, N = 4 (2 a rank): each of the 4 (rank, worker) slots holds 4 samples, 2 whole batches,
+    so each rank takes 4 steps and the epoch decodes every pair exactly once."""
+    from concrete_jungle.shards import write_shards
+
+    (tmp_path / "img").mkdir()
+    (tmp_path / "keys").mkdir()
+    records = _records(str(tmp_path / "img")) + [
+        {**r, "caption": r["caption"] + " again"} for r in _records(str(tmp_path / "img"))]
+    write_shards([{**r, "anchor_id": f"k{i:02d}"} for i, r in enumerate(records)], tmp_path / "shards",
+                 "concretebatch", samples_per_shard=3)
+    torch.multiprocessing.start_processes(_stream_train_worker, args=(_free_port(), str(tmp_path)), nprocs=W,
+                                          join=True, start_method="spawn")
+    assert [torch.load(tmp_path / f"summary{r}.pt")["steps"] for r in range(W)] == [4, 4]
+    keys = [k for f in sorted((tmp_path / "keys").glob("keys-*.txt")) for k in f.read_text().split()]
+    assert len((list((tmp_path / "keys").glob("keys-*.txt")))) == 4  # one file per (rank, worker) process
+    assert sorted(keys) == [f"k{i:02d}" for i in range(16)]
