@@ -25,15 +25,21 @@ def shards_stage(params: Params) -> dict:
     from concrete_jungle.shards import write_shards
 
     out = params.data_dir / "shards"
-    clear_outputs(out)
     n = params.train.samples_per_shard
-    inputs = {d: ("concretebatch", read_jsonl(params.data_dir / "concreteplant" / d / "concretebatch.jsonl"))
+    inputs = {d: ("concretebatch", params.data_dir / "concreteplant" / d / "concretebatch.jsonl")
               for d in params.train.datasets}
     if params.train.baselines:
-        inputs["anchors"] = ("anchors", training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl")))
+        inputs["anchors"] = ("anchors", params.data_dir / "corpus" / "manifest.jsonl")
+    clear_outputs(*(out / name for name in inputs))  # one DVC output a folder: a train stage reads only its own
     result = {}
-    for name, (kind, records) in inputs.items():
-        index = write_shards(records, out / name, kind, n)
+    for name, (kind, source) in inputs.items():
+        records = read_jsonl(source)
+        if kind == "anchors":
+            records = training_records(records)
+        try:
+            index = write_shards(records, out / name, kind, n)
+        except ValueError as err:
+            raise ValueError(f"{err}, from {source}") from None
         result[name] = {"samples": index["samples"], "shards": len(index["shards"])}
     return result
 

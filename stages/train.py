@@ -99,16 +99,19 @@ def _shard_stream(params: Params, bundle, preprocess, family: str, label: str):
     ConcreteBatch's shards (``data/<p>/shards/<dataset>``), or the corpus anchors' for a baseline
     (``data/<p>/shards/anchors``), decoded to the JSONL datasets' items (random transforms seeded per sample in
     DataLoader workers)."""
-    from concrete_jungle.shards import AnchorDecoder, ConcreteBatchDecoder, ShardStream
+    from concrete_jungle.shards import AnchorDecoder, ConcreteBatchDecoder, ShardStream, check_shards, read_index
 
+    needs_negatives = family in HARD_NEGATIVE_LOSSES and LOSSES[family].needs_hard_negative_images
+    folder = params.data_dir / "shards" / (label.split("-", 1)[0] if family in HARD_NEGATIVE_LOSSES else "anchors")
+    check_shards(folder)  # every shard as the index says (SHA-256, samples) before any rank reads one
+    if needs_negatives and not read_index(folder).get("negative_images"):
+        raise ValueError(f"{folder}: some samples have no hard-negative image, and {family} trains on them")
     if family in HARD_NEGATIVE_LOSSES:
-        folder = label.split("-", 1)[0]
-        decode = ConcreteBatchDecoder(preprocess, bundle.tokenizer,
-                                      negative_images=LOSSES[family].needs_hard_negative_images)
+        decode = ConcreteBatchDecoder(preprocess, bundle.tokenizer, negative_images=needs_negatives)
     else:
-        folder, decode = "anchors", AnchorDecoder(preprocess, bundle.tokenizer)
-    return ShardStream(params.data_dir / "shards" / folder, seed=params.seed, shuffle_buffer=params.train.shuffle_buffer,
-                       seed_items=True, decode=decode)
+        decode = AnchorDecoder(preprocess, bundle.tokenizer)
+    return ShardStream(folder, seed=params.seed, shuffle_buffer=params.train.shuffle_buffer, seed_items=True,
+                       decode=decode)
 
 
 def _curve(params: Params, bundle, label: str, hard: bool):

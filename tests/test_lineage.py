@@ -126,6 +126,21 @@ def test_params_are_tracked_by_key():
             assert "." in key or key in ("seed", "profile"), f"{name} tracks a whole section: {key}"
 
 
+def test_a_webdataset_pipeline_writes_one_shard_folder_a_training_input():
+    """Issue 21: with train.data_format webdataset (pipelines/world_wds) stage shards writes one DVC output a folder;
+    the hard-negative families read the ConcreteBatches' folders, the baseline only the anchors' (so a change of
+    train.baselines or train.datasets re-runs only the stages that read the folder it changes)."""
+    stages = lineage.pipeline("pipelines/world_wds/params.yaml")["stages"]
+    folders = [f"data/world_wds/shards/{x}" for x in ("hc", "lc", "wo", "anchors")]
+    assert stages["shards"]["outs"] == folders
+    for family in ("train", "train_margin"):
+        deps = stages[family]["do"]["deps"]
+        assert set(folders[:3]) <= set(deps) and folders[3] not in deps
+    deps = stages["train_baseline"]["do"]["deps"]
+    assert folders[3] in deps and not set(folders[:3]) & set(deps)
+    assert "shards" not in lineage.pipeline("params.yaml")["stages"]  # the JSONL world has no such stage
+
+
 def test_every_stage_runs_after_the_pre_flight_of_its_params_file():
     """Issue 22: ``check_params`` depends on the whole params file and every other stage on its marker, so a
     changed params file is validated (unknown and missing keys named) before any stage of the pipeline runs."""

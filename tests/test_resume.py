@@ -341,12 +341,12 @@ def test_worker_loaded_run_resumes_to_identical_weights(reference, tmp_path, cap
 
 
 # ------------------------------------------------------------------------------------ WebDataset shards (issue 21)
-def _stream_run(out: Path, shard_dir: Path, *, stop_after=None, num_workers=0) -> dict:
+def _stream_run(out: Path, shard_dir: Path, *, stop_after=None, num_workers=0, shuffle_buffer=2) -> dict:
     """``run`` on the ConcreteBatch read from shards (random crops seeded per sample in workers)."""
     from concrete_jungle.shards import ConcreteBatchDecoder, ShardStream
 
     bundle = build_model(ModelSpec(kind="world", name="cj-world-vit", context_length=32), seed=0)
-    stream = ShardStream(shard_dir, seed=0, shuffle_buffer=2, seed_items=True,
+    stream = ShardStream(shard_dir, seed=0, shuffle_buffer=shuffle_buffer,  # the trainer turns on seed_items itself
                          decode=ConcreteBatchDecoder(bundle.preprocess_train, bundle.tokenizer))
     steps_seen = []
 
@@ -381,3 +381,24 @@ def test_a_run_on_shards_resumes_mid_epoch_to_identical_weights(reference, tmp_p
     assert resumed["resumed_from_step"] == 2 and resumed["steps_seen"] == list(range(3, whole["steps"] + 1))
     assert_same_weights(tmp_path / "cut" / "model" / "checkpoint.pt", tmp_path / "whole" / "model" / "checkpoint.pt")
     assert tsv_texts(tmp_path / "cut" / "live") == tsv_texts(tmp_path / "whole" / "live")
+
+
+def test_a_stream_state_is_not_resumed_with_other_workers_or_shuffle(reference, tmp_path, caplog):
+    """A stream's order depends on its (rank, worker) slots and its shuffle buffer: a state written with 0 workers
+    and buffer 2 is not resumed by a run with 2 workers, nor by one with buffer 3 (each starts afresh, logged)."""
+    from concrete_jungle.shards import write_shards
+
+    _, records, _ = reference
+    write_shards([{**r, "anchor_id": f"a{i}"} for i, r in enumerate(records)], tmp_path / "shards", "concretebatch",
+                 samples_per_shard=2)
+    with pytest.raises(Interrupt):
+        _stream_run(tmp_path / "cut", tmp_path / "shards", stop_after=3)
+    saved = tmp_path / "cut" / "model" / "state.pt"
+    for kwargs, why in (({"num_workers": 2}, "item_rng"), ({"shuffle_buffer": 3}, "dataset")):
+        (tmp_path / "try" / "model").mkdir(parents=True, exist_ok=True)
+        shutil.copy(saved, tmp_path / "try" / "model" / "state.pt")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="concrete_jungle.training"):
+            fresh = _stream_run(tmp_path / "try", tmp_path / "shards", **kwargs)
+        assert fresh["resumed_from_step"] == 0 and f"its inputs differ ({why})" in caplog.text
+

@@ -281,3 +281,18 @@ def test_stream_batches_cover_an_epoch_once_and_resume_to_the_same_batches(tmp_p
     assert ranks[0][0] == ranks[1][0] == 5
     keys = [k for _, batches in ranks for b in batches for k in b]
     assert len(keys) == len(set(keys)) == 20
+
+
+def test_a_concretebatch_folder_records_its_negative_images_and_refuses_a_bad_rating(tmp_path):
+    anchors = _tiny_anchors(tmp_path, 4)
+    cb = [{"anchor_id": a["id"], "image": a["image"], "caption": a["anchor"], "negative_caption": "x " + a["anchor"],
+           "c_i": 4.0, "negative_image": anchors[(i + 1) % 4]["image"] if i else None} for i, a in enumerate(anchors)]
+    assert write_shards(cb, tmp_path / "a", "concretebatch", samples_per_shard=2)["negative_images"] is False
+    assert write_shards(cb[1:], tmp_path / "b", "concretebatch", samples_per_shard=2)["negative_images"] is True
+    assert "negative_images" not in write_shards(anchors, tmp_path / "c", "anchors", samples_per_shard=2)
+    cb[2]["c_i"] = 5.5
+    with pytest.raises(ValueError, match=r"record 2 \('a002'\) has c_i 5.5; expected a concreteness in \[1, 5\] "
+                                         r"\(writing .*/d\)"):
+        write_shards(cb, tmp_path / "d", "concretebatch", samples_per_shard=2)
+    assert check_shards(tmp_path / "b") == {"shards": 2, "samples": 3}
+

@@ -371,7 +371,7 @@ def stream_batches(stream, n: int, steps_per_epoch: int, epoch: int, batch_pos: 
         stream.start = [n * order[:batch_pos].count(w) for w in range(workers)]
         loader = DataLoader(stream, batch_size=n, drop_last=True, collate_fn=_WorkerTagged(collate),
                             num_workers=num_workers, pin_memory=pin_memory,
-                            generator=torch.Generator().manual_seed(int(seed)), **extra)
+                            generator=torch.Generator().manual_seed(int(seed) * 1_000_003 + epoch), **extra)
         batches, waiting = iter(loader), collections.defaultdict(collections.deque)
         try:
             for w in order[batch_pos:batch_pos + steps]:

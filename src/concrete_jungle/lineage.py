@@ -268,11 +268,12 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         return {"outs": [f"{m}/{family}"], "metrics": [{f"{r}/train/{family}.json": nocache}],
                 "plots": [{f"{r}/train/{family}": {"cache": False, "x": "step"}}]}
 
-    cb_in = [f"{d}/concreteplant"]  # pairs and negative images; with webdataset, their tar shards too (issue 21)
+    cb_in, anchors_in = [f"{d}/concreteplant"], []  # with webdataset, their tar shards too (issue 21): one folder each
     if p.train.data_format == "webdataset":
+        shard_outs = [f"{d}/shards/{x}" for x in [*p.train.datasets, *(["anchors"] if p.train.baselines else [])]]
         stages["shards"] = stage("shards", "", ["train.datasets", "train.baselines", "train.samples_per_shard"],
-                                 [*corpus_in, *cb_in], outs=[f"{d}/shards"])
-        cb_in.append(f"{d}/shards")
+                                 [*corpus_in, *cb_in], outs=shard_outs)
+        cb_in, anchors_in = cb_in + shard_outs[:len(p.train.datasets)], shard_outs[len(p.train.datasets):]
     hard_inputs = [f"{m}/base", *images, *cb_in]  # anchor images, pairs and negative images
     curve_keys = ["evaluate.precision", "evaluate.batch_size"]  # the learning curves' encoding
     stages["train"] = {"foreach": "${train.losses}", "do": stage(
@@ -283,7 +284,7 @@ def pipeline(params_file: str, repo: Path = REPO) -> dict:
         hard_inputs, **family_files("${item}"))}
     stages["train_baseline"] = {"foreach": "${train.baselines}", "do": stage(
         "train", " --family ${item}", loop_keys + ["concreteplant.datasets", "evaluate.precision", "evaluate.batch_size"],
-        [f"{m}/base", *corpus_in, *cb_in], **family_files("${item}"))}  # + held-out pairs (curves)
+        [f"{m}/base", *corpus_in, f"{d}/concreteplant", *anchors_in], **family_files("${item}"))}  # + held-out (curves)
 
     # ---- embed: every suite once per model, one process a family (suite.json names each image by path and MD5)
     suite_dirs = [f"{d}/benchmark", *(f"{d}/suites/{s}" for s in ("winoground", "retrieval", "probe", "heldout"))]

@@ -131,9 +131,10 @@ def training_fingerprint(model: torch.nn.Module, dataset: Dataset, loss_fn: Call
         weights.update(f"{name}|{t.dtype}|{tuple(tensor.shape)}".encode())
         weights.update(t.view(torch.uint8).numpy())
     data = hashlib.sha256(f"{type(dataset).__name__}|{len(dataset)}".encode())
-    index = getattr(dataset, "index", None)  # a ShardStream: its shards' names, counts and SHA-256
+    index = getattr(dataset, "index", None)  # a ShardStream: its shards' names, counts and SHA-256, and its order
     if isinstance(index, dict):
-        data.update(json.dumps(index, sort_keys=True).encode())
+        data.update(json.dumps({"index": index, "seed": getattr(dataset, "seed", None),
+                                "shuffle_buffer": getattr(dataset, "shuffle_buffer", None)}, sort_keys=True).encode())
     records = getattr(dataset, "records", None)
     if records is not None:
         data.update(json.dumps(records, sort_keys=True, default=str).encode())

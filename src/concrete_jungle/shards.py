@@ -27,6 +27,7 @@ import hashlib
 import io as _io
 import json
 import os
+import tarfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -61,15 +62,21 @@ def _sample(record: dict, kind: str, index: int) -> dict:
     """One record as a WebDataset sample ``{"__key__": key, ext: bytes}``.
 
     Raises:
-        ValueError: naming the record (position and key) and the field it lacks, a key holding ``.`` or ``/``
-            (WebDataset splits a member's name at its first dot), or an image suffix with no WebDataset extension.
+        ValueError: naming the record (position and key) and the field it lacks, a ConcreteBatch c_i that is not a
+            concreteness rating in [1, 5], a key holding ``.`` or ``/`` (WebDataset splits a member's name at its
+            first dot), or an image suffix with no WebDataset extension.
         OSError: an image file that cannot be read, naming the sample and the path."""
+    from concrete_jungle.concreteness import is_rating
+
     id_field, text_field = ("id", "anchor") if kind == "anchors" else ("anchor_id", "caption")
     need = (id_field, "image", text_field) + (("negative_caption",) if kind == "concretebatch" else ())
     for field in need:
         if not isinstance(record.get(field), str) or not record[field].strip():
             raise ValueError(f"shards ({kind}): record {index} ({record.get(id_field)!r}) lacks a non-empty "
                              f"string {field!r}")
+    if kind == "concretebatch" and not is_rating(record.get("c_i")):
+        raise ValueError(f"shards ({kind}): record {index} ({record[id_field]!r}) has c_i {record.get('c_i')!r}; "
+                         f"expected a concreteness in [1, 5]")
     key = record[id_field]
     if "." in key or "/" in key:
         raise ValueError(f"shards ({kind}): record {index} has key {key!r}; a WebDataset key holds no '.' or '/'")
@@ -99,9 +106,9 @@ def write_shards(records: Sequence[dict], out_dir: str | os.PathLike, kind: str,
         raise ValueError(f"shards: kind must be one of {KINDS}, got {kind!r}")
     if samples_per_shard < 1:
         raise ValueError(f"shards: samples_per_shard must be >= 1, got {samples_per_shard}")
-    if not records:
-        raise ValueError(f"shards ({kind}): no records to write")
     out_dir = Path(out_dir)
+    if not records:
+        raise ValueError(f"shards ({kind}): no records to write to {out_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     seen: dict[str, int] = {}
     shards = []
@@ -111,7 +118,10 @@ def write_shards(records: Sequence[dict], out_dir: str | os.PathLike, kind: str,
         writer = wds.TarWriter(buf, encoder=False, **_TAR_META)
         try:
             for i in range(start, min(start + samples_per_shard, len(records))):
-                sample = _sample(records[i], kind, i)
+                try:
+                    sample = _sample(records[i], kind, i)
+                except ValueError as err:
+                    raise ValueError(f"{err} (writing {out_dir})") from None
                 if sample["__key__"] in seen:
                     raise ValueError(f"shards ({kind}): key {sample['__key__']!r} of record {i} was written "
                                      f"already by record {seen[sample['__key__']]}")
@@ -125,6 +135,8 @@ def write_shards(records: Sequence[dict], out_dir: str | os.PathLike, kind: str,
         shards.append({"name": name, "samples": min(samples_per_shard, len(records) - start),
                        "sha256": hashlib.sha256(data).hexdigest()})
     index = {"kind": kind, "samples": len(records), "samples_per_shard": samples_per_shard, "shards": shards}
+    if kind == "concretebatch":  # a loss that needs v' refuses a folder where some sample lacks it, before training
+        index["negative_images"] = all(bool(r.get("negative_image")) for r in records)
     write_json(out_dir / INDEX, index)
     return index
 
@@ -184,10 +196,12 @@ def check_shards(shard_dir: str | os.PathLike) -> dict:
         if not path.is_file():
             bad.append(f"{path} missing")
             continue
-        if hashlib.sha256(path.read_bytes()).hexdigest() != s["sha256"]:
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != s["sha256"]:
             bad.append(f"{path} altered (SHA-256 differs from the index)")
             continue
-        n = sum(1 for _ in iter_samples(shard_dir, [s["name"]]))
+        with tarfile.open(fileobj=_io.BytesIO(data)) as tar:  # samples: the distinct keys of the members
+            n = len({m.name.split(".", 1)[0] for m in tar.getmembers() if m.isfile()})
         if n != s["samples"]:
             bad.append(f"{path} holds {n} samples, the index says {s['samples']}")
     if bad:
@@ -398,8 +412,9 @@ class ConcreteBatchDecoder:
         from concrete_jungle.concreteness import is_rating
 
         where = f"sample {sample.get('__key__')!r} of {sample.get('__url__')}"
-        if "txt" not in sample or "neg.txt" not in sample or "json" not in sample:
-            raise ValueError(f"shards: {where} lacks a caption, negative caption or json member")
+        missing = [m for m in ("txt", "neg.txt", "json") if m not in sample]
+        if missing:
+            raise ValueError(f"shards: {where} lacks its {', '.join(repr('.' + m) for m in missing)} member(s)")
         c = json.loads(sample["json"]).get("c_i")
         if not is_rating(c):
             raise ValueError(f"shards: {where} has c_i {c!r}; expected a concreteness in [1, 5]")

@@ -492,22 +492,28 @@ def _train(bundle, dataset, loss_fn, loop, *, seed, live_dir, checkpoint_path, p
     precision = resolve_precision(loop.precision, device)
     bundle.spec = bundle.spec.model_copy(update={"precision": precision})
     streaming = isinstance(dataset, ShardStream)  # WebDataset shards (train.data_format: webdataset)
-    if streaming:
-        dataset.rank, dataset.world_size = ctx.rank, ctx.world_size
+    if streaming:  # random transforms seeded per sample in workers: a resumed worker skips without decoding
+        dataset.rank, dataset.world_size, dataset.seed_items = ctx.rank, ctx.world_size, True
         sampler, steps_per_epoch = None, stream_steps(len(dataset), n, ctx.world_size, num_workers)
     else:
         sampler = anchor_sampler(dataset, ctx, seed)
         steps_per_epoch = len(sampler) // n
     if steps_per_epoch == 0:
+        slots = ctx.world_size * max(1, num_workers)
         raise ValueError(f"dataset has {len(dataset)} items, fewer than one batch (batch_size={n_global}"
-                         + (f", {n} a rank on {ctx.world_size} processes" if ctx.enabled else "") + ")")
+                         + (f", {n} a rank on {ctx.world_size} processes" if ctx.enabled else "")
+                         + (f"; streamed, each of the {slots} (rank, worker) slots holds about "
+                            f"{len(dataset) // slots} samples and makes whole batches of its own: use fewer "
+                            f"num_workers or a smaller batch" if streaming else "") + ")")
     total = steps_per_epoch * loop.epochs
     if loop.max_steps:
         total = min(total, loop.max_steps)
     warmup = int(round(loop.warmup_frac * total))
     opt = build_optimizer(raw, loop.lr, loop.weight_decay, device)
+    # a stream's order also depends on its (rank, worker) slots: never resumed with another number of workers
+    item_rng = "per_item" if num_workers else "global"
     fingerprint = training_fingerprint(raw, dataset, loss_fn, hard_negatives, ctx.world_size,
-                               item_rng="per_item" if num_workers else "global")
+                                       item_rng=f"stream|{item_rng}|workers={num_workers}" if streaming else item_rng)
     fingerprint["precision"] = precision  # ``auto`` may resolve otherwise on another machine: never resume across it
 
     step = epoch = batch_pos = seen = 0
