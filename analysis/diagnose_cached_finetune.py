@@ -18,7 +18,8 @@ T2I: s(v, t) > s(v', t)), and the gain hard - clip is reported with its exact Mc
 >= 10 points with p < 0.001 in both directions over all pairs). Beside them, ``--train-sample`` pairs of the
 ConcreteBatch the hard run trains on (``fit_i2t`` / ``fit_t2i``: images seen against images unseen, H24-H25).
 Against memorisation (H25): ``--text-only`` freezes the image head, ``--head-lr-scale`` slows it,
-``--map-noise`` adds Gaussian noise (in units of each channel's spread) to every training map.
+``--map-noise`` adds Gaussian noise (in units of each channel's spread) to every training map; ``--image-size``
+feeds the trunk larger images (a finer map: what the trunk resolves, H25-H26).
 
     python analysis/diagnose_cached_finetune.py --params pipelines/world_effnet_attn/params.yaml --dataset lc \\
         --steps 800 --lr 1e-3 --out docs/instrument/cached_finetune_lc_lr1e-3.json   # hc: --dataset hc --steps 400
@@ -54,6 +55,9 @@ def main(argv=None) -> dict:
                          "standard deviation (over the training maps) to every training map, fresh each step")
     ap.add_argument("--head-lr-scale", type=float, default=1.0,
                     help="the image head's learning rate as a multiple of --lr (1: as the trainer)")
+    ap.add_argument("--image-size", type=int, default=None,
+                    help="feed the locked trunk images resized to this many pixels (bicubic) instead of the "
+                         "profile's own size: a 128-px world image gives EfficientNet-Lite a 4 x 4 map, not 2 x 2")
     ap.add_argument("--train-sample", type=int, default=600,
                     help="pairs of the ConcreteBatch the hard run trains on, scored beside the held-out ones "
                          "(the fit check: accuracy on images seen against images unseen)")
@@ -74,11 +78,20 @@ def main(argv=None) -> dict:
     base = bundle.model.float().eval()
     trunk = base.visual.trunk
 
+    preprocess = bundle.preprocess_val
+    if args.image_size:  # the profile's resize and crop replaced, its tensor conversion and normalisation kept
+        from torchvision import transforms
+
+        steps = [t for t in preprocess.transforms if not isinstance(t, (transforms.Resize, transforms.CenterCrop))]
+        preprocess = transforms.Compose([transforms.Resize((args.image_size, args.image_size),
+                                                           interpolation=transforms.InterpolationMode.BICUBIC),
+                                         *steps])
+
     def maps(paths):  # [M, C, h, w] locked-trunk feature maps, fp32
         out = []
         with torch.no_grad():
             for s in range(0, len(paths), 256):
-                x = torch.stack([bundle.preprocess_val(load_rgb(p)) for p in paths[s:s + 256]])
+                x = torch.stack([preprocess(load_rgb(p)) for p in paths[s:s + 256]])
                 out.append(trunk(x))
         return torch.cat(out)
 
@@ -97,7 +110,8 @@ def main(argv=None) -> dict:
     types = sorted({r["type"] for r in heldout})
     result = {"params": args.params, "dataset": args.dataset, "steps": args.steps, "batch_size": args.batch_size,
               "lr": args.lr, "seed": args.seed, "text_only": args.text_only, "map_noise": args.map_noise,
-              "head_lr_scale": args.head_lr_scale, "n_fit": len(fit), "n_train": len(train),
+              "head_lr_scale": args.head_lr_scale, "image_size": args.image_size, "map_shape": list(tr_v.shape[1:]),
+              "n_fit": len(fit), "n_train": len(train),
               "n_corpus": len(corpus), "n_heldout": len(heldout), "cache_s": round(cache_s, 1),
               "machine": machine_info(timing=False), "runs": {}, "gain": []}
 
