@@ -352,6 +352,8 @@ class ShardStream(IterableDataset):
 
         from torch.utils.data import get_worker_info
 
+        from concrete_jungle.datasets import seed_item
+
         slot, slots, worker = self._slot()
         start, stop = slot_range(self.index["samples"], slot, slots)
         skip = self.start if isinstance(self.start, int) else self.start[worker]
@@ -359,8 +361,6 @@ class ShardStream(IterableDataset):
         seeded = self.seed_items and get_worker_info() is not None
         for sample in itertools.islice(self._shuffled(self._range(start, stop), rng), skip, None):
             if seeded:
-                from concrete_jungle.datasets import seed_item
-
                 seed_item(self.seed, self.epoch, zlib.crc32(sample["__key__"].encode()))
             yield sample if self.decode is None else self.decode(sample)
 

@@ -42,7 +42,7 @@ from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl
 from concrete_jungle.params import DATASET_SAMPLING
 
 __all__ = ["run_concreteplant", "ShardPlan", "shard_plan", "fingerprint", "tokenize_equal", "DATASET_SEED_OFFSET",
-           "FAULT_ENV"]
+           "FAULT_ENV", "write_shard"]
 
 #: Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise. The
 #: seed offset of each dataset's sampler and rewriter; the type-matched pair shares one, so that both choose the same
@@ -51,7 +51,8 @@ DATASET_SEED_OFFSET = {"hc": 11, "lc": 23, "wo": 37, "hc_type": 53, "lc_type": 5
 #: Fault injection for the resume tests: ``CJ_FAULT_KILL_AFTER_SHARDS=<k>`` makes the process SIGKILL itself right
 #: after it has written its k-th shard (a crash at the worst moment that a test can reproduce).
 FAULT_ENV = "CJ_FAULT_KILL_AFTER_SHARDS"
-_SHARD_FIELDS = ("shard_index", "shard_count", "batch_size")  # do not change what a shard contains
+#: params that do not change what a shard contains (not fingerprinted: any engine or split reuses the shards)
+_SHARD_FIELDS = ("shard_index", "shard_count", "batch_size", "engine", "ray")
 
 
 def _image_mode(cp: Any, records: list[dict]) -> str:
@@ -141,7 +142,7 @@ class _Generator:
     """Per-run state shared by the shards: spaCy, the concreteness table, rewriter and image backends."""
 
     def __init__(self, records: list[dict], dataset: str, cp: Any, world_cfg: Any, work: Path, ds_seed: int,
-                 candidates: Sequence[list] | None = None):
+                 candidates: Sequence[list] | None = None, progress: bool = True):
         self.dataset, self.cp, self.world_cfg, self.work, self.ds_seed = dataset, cp, world_cfg, work, ds_seed
         # D_hc^type / D_lc^type sample as hc / lc with the type chosen first (params.DATASET_SAMPLING)
         self.sampling_mode, cut = DATASET_SAMPLING[dataset]
@@ -173,9 +174,11 @@ class _Generator:
 
         # the tokenize-equal check (tokenize_equal) at the text encoder's context
         self.tokenizer = open_clip.get_tokenizer("ViT-B-32", context_length=cp.context_length)
-        self.bar_text = tqdm(desc=f"concreteplant {dataset}: captions", unit="caption", total=len(records))
+        # (a Ray worker passes progress=False: the driver shows Ray Data's bar over shards instead)
+        self.bar_text = tqdm(desc=f"concreteplant {dataset}: captions", unit="caption", total=len(records),
+                             disable=not progress)
         # retrieval picks existing corpus images and "none" makes none: only rendered / edited images get a bar
-        self.bar_img = (tqdm(desc=f"concreteplant {dataset}: negative images", unit="img")
+        self.bar_img = (tqdm(desc=f"concreteplant {dataset}: negative images", unit="img", disable=not progress)
                         if self.mode in ("scene", "sdxl_turbo") else None)
 
     def shard(self, k: int, records: list[dict], start: int = 0) -> tuple[list[dict], Counter]:
@@ -257,6 +260,14 @@ class _Generator:
             self.bar_img.close()
 
 
+def write_shard(work: Path, k: int, n_anchors: int, rows: list[dict], skipped: Counter, gen: _Generator) -> None:
+    """Write shard ``k`` atomically: its rows, then its statistics (whose presence marks the shard done)."""
+    write_jsonl(work / f"shard-{k:05d}.jsonl", rows)
+    write_json(work / f"shard-{k:05d}.stats.json", {"shard": k, "n_anchors": n_anchors, "skipped": skipped,
+                                                     "accepted_by_attempt": gen.accepted_by_attempt,
+                                                     "mining": gen.mining.as_dict()})
+
+
 def _maybe_fault(n_written: int) -> None:
     limit = os.environ.get(FAULT_ENV)
     if limit and n_written >= int(limit):
@@ -291,9 +302,16 @@ def run_concreteplant(
         candidates dropped by the context rule, ``truncated_captions``). ``batch`` is None
         when shards assigned to other processes are still missing (then ``stats`` says which).
 
+    With ``cp.engine == "ray"`` the missing shards of this process are generated on a Ray Data actor pool
+    (:func:`concrete_jungle.concreteplant.ray_engine.generate_shards`); the shards, and so the ConcreteBatch and its
+    statistics, are byte-identical to the local engine's, whatever the number of workers.
+
     Raises:
         ValueError: for an unknown dataset, an empty corpus, invalid shard settings, or ``candidates`` of another
             length than ``records``.
+        ConnectionError: engine ``ray`` and the cluster of ``cp.ray.address`` (or ``RAY_ADDRESS``) cannot be reached.
+        RuntimeError: engine ``ray`` and shards still failing after ``cp.ray.max_retries`` retries (named, with
+            their reasons counted; the finished shards are kept for the re-run).
     """
     if candidates is not None and len(candidates) != len(records):
         raise ValueError(f"run_concreteplant: {len(candidates)} candidate lists for {len(records)} records")
@@ -319,6 +337,11 @@ def run_concreteplant(
         return (work / f"shard-{k:05d}.stats.json").exists()
 
     todo = [k for k in plan.mine if not done(k)]
+    if todo and cp.engine == "ray":  # the same shards on a Ray Data actor pool (ray_engine.py)
+        from concrete_jungle.concreteplant.ray_engine import generate_shards
+
+        generate_shards(todo, plan.bounds, records, dataset, cp, world_cfg, work, ds_seed, candidates)
+        todo = []
     gen = _Generator(records, dataset, cp, world_cfg, work, ds_seed, candidates) if todo else None
     try:
         if gen is not None:
@@ -326,10 +349,7 @@ def run_concreteplant(
         for n_written, k in enumerate(todo, start=1):
             s, e = plan.bounds[k]
             rows, skipped = gen.shard(k, records[s:e], start=s)
-            write_jsonl(work / f"shard-{k:05d}.jsonl", rows)
-            write_json(work / f"shard-{k:05d}.stats.json", {"shard": k, "n_anchors": e - s, "skipped": skipped,
-                                                             "accepted_by_attempt": gen.accepted_by_attempt,
-                                                             "mining": gen.mining.as_dict()})
+            write_shard(work, k, e - s, rows, skipped, gen)
             _maybe_fault(n_written)
     finally:
         if gen is not None:

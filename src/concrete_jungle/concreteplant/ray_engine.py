@@ -1,0 +1,200 @@
+"""ConcretePlant on Ray Data (``concreteplant.engine: ray``; paper Sec. 2.2's generation at cluster scale).
+
+The unit of work is the local engine's: a shard of ``concreteplant.shard_size`` consecutive anchors, whose keyword
+draw, rewrites and negative images are seeded by (seed, dataset, shard) and by each anchor (pipeline.py). The shards
+a process still lacks are the rows of one Ray Data pipeline::
+
+    from_items([{"k": shard}, ...]) -> map_batches(ShardWorker, concurrency=ray.workers, batch_size=1)
+
+``ShardWorker`` is a callable class, so each actor of the pool loads its rewriter (lexical; transformers; a vLLM
+replica with ``gpus_per_worker`` GPUs) and its image-negative backend (scene re-render, retrieval, SDXL-Turbo)
+once, then turns shards into ``shard-<k>.jsonl`` + ``shard-<k>.stats.json`` in the shared work folder, atomically,
+as the local engine does. The driver merges them afterwards exactly as the local engine does, so the ConcreteBatch
+and its per-reason counts are byte-identical whatever the engine and the number of workers (tests assert it).
+
+Faults. A worker process that dies is restarted by Ray (``max_restarts``) and its shard re-run; a shard whose
+generation raises is reported, not dropped, and run again in a further pass, up to ``ray.max_retries`` passes; what
+then still fails stops the stage with every failed shard named and the reasons counted. Finished shards stay in the
+work folder (not a DVC output), so a re-run after a crash, a preempted node or a killed driver generates only what
+is missing. A cluster that cannot be reached fails within ``ray.connect_timeout_s`` naming the address it tried.
+
+Where the workers run: on a laptop (no address, no ``RAY_ADDRESS``) a local Ray with ``ray.num_cpus`` cores is
+started and shut down again; on a cluster every node needs this environment (the same requirements.txt and an
+install of this package) and the work folder on a shared filesystem at the same path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["generate_shards", "connect", "check_reachable", "ShardWorker"]
+
+
+def check_reachable(address: str, timeout_s: float) -> None:
+    """Open (and close) a TCP connection to a Ray cluster's ``host:port`` / ``ray://host:port`` within ``timeout_s``.
+
+    ``auto`` is left to Ray (it resolves the node's own cluster from local files and fails at once without one).
+
+    Raises:
+        ConnectionError: naming ``address``, when nothing answers there in time, or the address has no port.
+    """
+    if address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    host, port = parts.hostname, parts.port
+    if not host or not port:
+        raise ConnectionError(f"concreteplant.ray.address / RAY_ADDRESS {address!r} is not host:port, "
+                              "ray://host:port or auto")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as err:
+        raise ConnectionError(f"cannot reach the Ray cluster at {address!r} (host {host}, port {port}) within "
+                              f"{timeout_s:g} s (concreteplant.ray.address / RAY_ADDRESS): {err}") from err
+
+
+def connect(cfg: Any) -> bool:
+    """Join the cluster of ``cfg.address`` (else of ``RAY_ADDRESS``), or start a local Ray with ``cfg.num_cpus``.
+
+    Args:
+        cfg: ``RayEngineParams``.
+
+    Returns:
+        True if this call started or joined Ray (the caller shuts it down), False if Ray was already initialised.
+
+    Raises:
+        ConnectionError: the cluster cannot be reached (:func:`check_reachable`).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = cfg.address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        check_reachable(address, cfg.connect_timeout_s)
+        ray.init(address=address)
+    else:
+        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False)
+    return True
+
+
+class ShardWorker:
+    """One actor of the pool: a ConcretePlant generator (rewriter and image backend loaded once) turning shard
+    indices into shard files.
+
+    Called with a batch ``{"k": array of shard indices}``; returns ``{"k", "status" ("done" | "failed"), "reason"
+    ("" or the exception), "n_kept", "pid"}`` per shard. The first argument may be an ``ObjectRef`` of the records
+    (and of the candidates), fetched once per actor.
+    """
+
+    def __init__(self, records: Any, bounds: Sequence[tuple[int, int]], dataset: str, cp: Any, world_cfg: Any,
+                 work: str, ds_seed: int, candidates: Any, cwd: str):
+        import ray
+
+        from concrete_jungle.concreteplant.pipeline import _Generator
+
+        os.chdir(cwd)  # relative image paths of the manifest resolve as in the driver
+        self.records = ray.get(records) if isinstance(records, ray.ObjectRef) else records
+        candidates = ray.get(candidates) if isinstance(candidates, ray.ObjectRef) else candidates
+        self.bounds, self.work = [tuple(b) for b in bounds], Path(work)
+        self.gen = _Generator(self.records, dataset, cp, world_cfg, self.work, ds_seed, candidates, progress=False)
+        self.n_written = 0
+
+    def __call__(self, batch: dict) -> dict:
+        from concrete_jungle.concreteplant.pipeline import _maybe_fault, write_shard
+
+        out: dict[str, list] = {"k": [], "status": [], "reason": [], "n_kept": [], "pid": []}
+        for k in batch["k"]:
+            k = int(k)
+            s, e = self.bounds[k]
+            try:
+                rows, skipped = self.gen.shard(k, self.records[s:e], start=s)
+                write_shard(self.work, k, e - s, rows, skipped, self.gen)
+                status, reason, n_kept = "done", "", len(rows)
+            except Exception as err:  # reported to the driver, which retries and then names it
+                status, reason, n_kept = "failed", f"{type(err).__name__}: {err}", 0
+            for key, value in zip(out, (k, status, reason, n_kept, os.getpid())):
+                out[key].append(value)
+            if status == "done":
+                self.n_written += 1
+                _maybe_fault(self.n_written)  # tests: a worker SIGKILLed right after its n-th shard
+        return out
+
+
+def generate_shards(todo: Sequence[int], bounds: Sequence[tuple[int, int]], records: list[dict], dataset: str,
+                    cp: Any, world_cfg: Any, work: Path, ds_seed: int,
+                    candidates: Sequence[list] | None = None) -> dict:
+    """Generate the shards ``todo`` of ``dataset`` into ``work`` on a Ray Data actor pool.
+
+    Args:
+        todo: shard indices still missing in ``work``.
+        bounds: ``[(start, end)]`` record range of every shard (``ShardPlan.bounds``).
+        records, dataset, cp, world_cfg, ds_seed, candidates: as for the local engine
+            (:func:`~concrete_jungle.concreteplant.pipeline.run_concreteplant`); ``cp.ray`` sets the pool.
+        work: the fingerprinted shard work folder.
+
+    Returns:
+        ``{"passes", "workers" (distinct worker processes), "failed_attempts" ({reason: count} over every pass),
+        "wall_s"}``.
+
+    Raises:
+        ConnectionError: the cluster cannot be reached.
+        RuntimeError: shards still missing after ``cp.ray.max_retries`` further passes, each named with its last
+            reason, and the reasons of every failed attempt counted.
+    """
+    import ray
+    import ray.data
+
+    from concrete_jungle.concreteplant.pipeline import FAULT_ENV
+
+    cfg, work = cp.ray, Path(work).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    started = connect(cfg)
+    failed_attempts: Counter = Counter()
+    pids: set[int] = set()
+    last_reason: dict[int, str] = {}
+    try:
+        kwargs = {"records": ray.put(records), "bounds": [tuple(b) for b in bounds], "dataset": dataset, "cp": cp,
+                  "world_cfg": world_cfg, "work": str(work), "ds_seed": ds_seed,
+                  "candidates": ray.put(candidates) if candidates is not None else None, "cwd": os.getcwd()}
+        remote_args = {"max_restarts": cfg.max_retries, "max_task_retries": cfg.max_retries}
+        if FAULT_ENV in os.environ:  # the resume tests' fault reaches the workers (whatever started them)
+            remote_args["runtime_env"] = {"env_vars": {FAULT_ENV: os.environ[FAULT_ENV]}}
+        ray.data.DataContext.get_current().enable_operator_progress_bars = False  # one bar: shards done
+        pending, passes = sorted(int(k) for k in todo), 0
+        while pending:
+            passes += 1
+            ds = ray.data.from_items([{"k": k} for k in pending], override_num_blocks=len(pending))
+            ds = ds.map_batches(ShardWorker, fn_constructor_kwargs=kwargs, batch_size=1,
+                                concurrency=min(cfg.workers, len(pending)), num_cpus=cfg.cpus_per_worker,
+                                num_gpus=cfg.gpus_per_worker or None, **remote_args)
+            try:
+                for row in ds.iter_rows():
+                    pids.add(int(row["pid"]))
+                    if row["status"] != "done":
+                        failed_attempts[row["reason"]] += 1
+                        last_reason[int(row["k"])] = row["reason"]
+            except Exception as err:  # the pool itself failed (a worker died past its restarts, a node was lost)
+                reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                failed_attempts[reason] += 1
+                for k in pending:
+                    last_reason.setdefault(k, reason)
+            pending = [k for k in pending if not (work / f"shard-{k:05d}.stats.json").exists()]
+            if pending and passes > cfg.max_retries:
+                named = ", ".join(f"shard {k} ({last_reason.get(k, 'not returned')})" for k in pending[:10])
+                raise RuntimeError(
+                    f"concreteplant {dataset} (engine ray): {len(pending)} shard(s) still missing after {passes} "
+                    f"pass(es): {named}{' ...' if len(pending) > 10 else ''}; failed attempts by reason: "
+                    f"{dict(failed_attempts)}. The finished shards are kept in {work}: re-run to generate the rest")
+    finally:
+        if started:
+            ray.shutdown()
+    return {"passes": passes, "workers": len(pids), "failed_attempts": dict(failed_attempts),
+            "wall_s": time.perf_counter() - t0}
