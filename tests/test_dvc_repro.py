@@ -233,3 +233,16 @@ def test_dvc_repro_world_end_to_end(tmp_path):
         assert index["samples"] > 50 and len(index["shards"]) == -(-index["samples"] // 50)
     summary = json.loads((work / "metrics/world/train/infonce.json").read_text())
     assert all(summary[f"{d}-infonce"]["step"] == 3 for d in t["datasets"]), summary
+
+    # 7. concreteplant.engine: ray (issue 21): the stage re-runs on a local Ray of 2 actors and writes the same
+    # ConcreteBatches, so no stage after it runs (the shard work folder, which any engine would reuse, removed first)
+    lock_before = yaml.safe_load((work / "dvc.lock").read_text())["stages"]["concreteplant"]["outs"]
+    changed = yaml.safe_load((work / "params.yaml").read_text())
+    changed["concreteplant"].update(engine="ray", ray={**changed["concreteplant"]["ray"], "workers": 2, "num_cpus": 2})
+    (work / "params.yaml").write_text(yaml.safe_dump(changed, sort_keys=False))
+    shutil.rmtree(work / "data/world/concreteplant-shards")
+    ran = _run(["dvc", "repro"], work)
+    ran_stages = {line.split("'")[1] for line in ran.splitlines() if line.startswith("Running stage")}
+    assert ran_stages == {"check_params", "concreteplant"}, ran
+    assert yaml.safe_load((work / "dvc.lock").read_text())["stages"]["concreteplant"]["outs"] == lock_before
+    assert len(list((work / "data/world/concreteplant-shards").rglob("shard-*.stats.json"))) > 0

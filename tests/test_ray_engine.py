@@ -71,6 +71,19 @@ def test_engine_params_do_not_change_the_shard_fingerprint(world):
 
 
 @pytest.mark.slow
+def test_a_local_ray_too_small_for_one_worker_is_refused():
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized():
+        pytest.skip("a Ray is already running in this process (the module's own starts later)")
+    from concrete_jungle.concreteplant.ray_engine import connect
+
+    cfg = _world_params(engine="ray", ray={"num_cpus": 1, "gpus_per_worker": 1}).concreteplant.ray
+    with pytest.raises(ValueError, match="gpus_per_worker = 1, but the local Ray has 0 GPUs"):
+        connect(cfg)
+    assert not ray.is_initialized()  # shut down again
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("dataset", ["hc", "lc"])
 def test_ray_engine_equals_local_on_the_world(ray_cluster, world, dataset, tmp_path):
     p = _world_params()

@@ -70,6 +70,8 @@ def connect(cfg: Any) -> bool:
 
     Raises:
         ConnectionError: the cluster cannot be reached (:func:`check_reachable`).
+        ValueError: a local Ray too small for one worker (``cpus_per_worker`` / ``gpus_per_worker``); more workers
+            than it holds at once just queue.
     """
     import ray
 
@@ -81,6 +83,13 @@ def connect(cfg: Any) -> bool:
         ray.init(address=address)
     else:
         ray.init(num_cpus=cfg.num_cpus, include_dashboard=False)
+        have = ray.cluster_resources()  # a local Ray never grows: a pool it cannot hold would wait for ever
+        for what, need, key in (("cpus_per_worker", cfg.cpus_per_worker, "CPU"),
+                                ("gpus_per_worker", cfg.gpus_per_worker, "GPU")):
+            if need > have.get(key, 0):
+                ray.shutdown()
+                raise ValueError(f"concreteplant.ray.{what} = {need:g}, but the local Ray has {have.get(key, 0):g} "
+                                 f"{key}s (concreteplant.ray.num_cpus = {cfg.num_cpus}); one worker would never start")
     return True
 
 
