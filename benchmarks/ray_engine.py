@@ -4,7 +4,8 @@ local wall time, 2 workers >= 1.7x faster than local on the CPU path).
 What is timed is what the ``concreteplant`` stage does: every dataset of ``concreteplant.datasets`` (D_hc, D_lc,
 D_wo) from the world's manifest and keyword candidates (``data/world``, as ``dvc repro`` left them), each into a
 fresh shard work folder; for the Ray engine, once per run, a local Ray started with 2 cores and shut down after
-(``ray_start_s`` says how much of the wall time that is). Rounds alternate local, ray x 1 worker, ray x 2 workers.
+(``ray_start_s`` says how much of the wall time that is), one Ray Data pipeline over every dataset's shards
+(``pregenerate``), then the merge per dataset. Rounds alternate local, ray x 1 worker, ray x 2 workers.
 Every run's ConcreteBatch is checked equal to the local one (rows and negative-image bytes).
 
     python benchmarks/ray_engine.py --shard-size 500 --rounds 2
@@ -58,6 +59,11 @@ def run(engine: str, workers: int, shard_size: int, records, candidates, tmp: Pa
         start = time.perf_counter() - t0
     out = {}
     try:
+        if engine == "ray":  # as the stage does: one Ray Data pipeline for every dataset's shards, then merges
+            from concrete_jungle.concreteplant.pipeline import pregenerate
+
+            pregenerate(records, {d: tmp / f"{engine}{workers}" / "cp" / d for d in cp.datasets}, cp, params.world,
+                        seed=params.seed, candidates=candidates)
         for d in cp.datasets:
             batch, _ = run_concreteplant(records, d, cp, params.world, tmp / f"{engine}{workers}" / "cp" / d,
                                          seed=params.seed, candidates=candidates)

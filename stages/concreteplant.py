@@ -31,7 +31,7 @@ def run_concreteplant_stage(params: Params, dataset: str | None = None) -> dict:
             ``dataset`` is not one of ``concreteplant.datasets``.
     """
     from concrete_jungle.concreteplant.keywords import candidate_from_row
-    from concrete_jungle.concreteplant.pipeline import run_concreteplant
+    from concrete_jungle.concreteplant.pipeline import pregenerate, run_concreteplant
 
     datasets = list(params.concreteplant.datasets) if dataset is None else [dataset]
     if dataset is not None and dataset not in params.concreteplant.datasets:
@@ -55,7 +55,8 @@ def run_concreteplant_stage(params: Params, dataset: str | None = None) -> dict:
     metrics = {d: params.metrics_dir / "concreteplant" / f"{d}.json" for d in datasets}
     clear_outputs(*outs.values(), *metrics.values())  # no dataset new beside another from an earlier run
     summary = {}
-    with _ray_session(params.concreteplant):  # engine ray: one Ray for every dataset
+    with _ray_session(params.concreteplant):  # engine ray: one Ray pipeline for every dataset's missing shards
+        pregenerate(records, outs, params.concreteplant, params.world, seed=params.seed, candidates=candidates)
         for d in datasets:
             outs[d].mkdir(parents=True)
             batch, stats = run_concreteplant(records, d, params.concreteplant, params.world, outs[d],

@@ -41,8 +41,8 @@ from concrete_jungle.concreteness import load_concreteness
 from concrete_jungle.io import read_json, read_jsonl, write_json, write_jsonl
 from concrete_jungle.params import DATASET_SAMPLING
 
-__all__ = ["run_concreteplant", "ShardPlan", "shard_plan", "fingerprint", "tokenize_equal", "DATASET_SEED_OFFSET",
-           "FAULT_ENV", "write_shard"]
+__all__ = ["run_concreteplant", "pregenerate", "plan_job", "ShardJob", "ShardPlan", "shard_plan", "fingerprint",
+           "tokenize_equal", "DATASET_SEED_OFFSET", "FAULT_ENV", "write_shard"]
 
 #: Distinct, fixed random streams per dataset so that D_hc, D_lc and D_wo never share sampling noise. The
 #: seed offset of each dataset's sampler and rewriter; the type-matched pair shares one, so that both choose the same
@@ -274,6 +274,79 @@ def _maybe_fault(n_written: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class ShardJob:
+    """The shards of one ConcreteBatch dataset a process still has to generate.
+
+    Attributes:
+        dataset: ``hc`` | ``lc`` | ``wo`` | ``hc_type`` | ``lc_type``.
+        ds_seed: the dataset's seed (``seed * 1000 + DATASET_SEED_OFFSET[dataset]``).
+        work: the fingerprinted shard work folder.
+        bounds: ``[(start, end)]`` record range of every shard.
+        todo: indices of this process' shards not yet written.
+    """
+
+    dataset: str
+    ds_seed: int
+    work: Path
+    bounds: tuple[tuple[int, int], ...]
+    todo: tuple[int, ...]
+
+
+def plan_job(records: list[dict], dataset: str, cp: Any, world_cfg: Any, out_dir: Path, seed: int = 0,
+             work_root: Path | None = None, candidates: Sequence[list] | None = None
+             ) -> tuple[list[dict], Sequence[list] | None, ShardJob]:
+    """The records (cut to ``cp.max_anchors``), their candidates and the :class:`ShardJob` of ``dataset``; removes
+    the work of other inputs from the dataset's work root (single-process runs only).
+
+    Raises:
+        ValueError: invalid shard settings.
+    """
+    if cp.max_anchors:
+        records = records[: cp.max_anchors]
+        candidates = None if candidates is None else candidates[: cp.max_anchors]
+    plan = shard_plan(len(records), cp.shard_size, cp.shard_index, cp.shard_count)
+    out_dir = Path(out_dir)
+    work_root = Path(work_root) if work_root is not None else out_dir.parent.parent / "concreteplant-shards" / dataset
+    fp = fingerprint(dataset, seed, cp, world_cfg, records, candidates)
+    work = work_root / fp
+    if work_root.exists() and cp.shard_count == 1:  # stale work of other inputs (never another machine's)
+        for old in work_root.iterdir():
+            if old.name != fp:
+                shutil.rmtree(old, ignore_errors=True)
+    todo = tuple(k for k in plan.mine if not (work / f"shard-{k:05d}.stats.json").exists())
+    return records, candidates, ShardJob(dataset, seed * 1000 + DATASET_SEED_OFFSET[dataset], work, plan.bounds, todo)
+
+
+def pregenerate(records: list[dict], out_dirs: dict[str, Path], cp: Any, world_cfg: Any, seed: int = 0,
+                candidates: Sequence[list] | None = None) -> dict | None:
+    """With ``cp.engine == "ray"``: generate the missing shards of every dataset of ``out_dirs`` in one Ray Data
+    pipeline (its actors serve every dataset, so each loads its backends once for the stage); a following
+    :func:`run_concreteplant` per dataset then only merges. Nothing with the local engine.
+
+    Returns:
+        :func:`~concrete_jungle.concreteplant.ray_engine.generate_shards`' summary, or None (local engine or nothing
+        missing).
+
+    Raises:
+        ValueError, ConnectionError, RuntimeError: as :func:`run_concreteplant` with the Ray engine.
+    """
+    if cp.engine != "ray":
+        return None
+    jobs = []
+    for dataset, out_dir in out_dirs.items():
+        if dataset not in DATASET_SEED_OFFSET:
+            raise ValueError(f"unknown ConcreteBatch dataset {dataset!r}; expected one of "
+                             f"{sorted(DATASET_SEED_OFFSET)}")
+        cut, cands, job = plan_job(records, dataset, cp, world_cfg, out_dir, seed, None, candidates)
+        jobs.append(job)
+    if not any(job.todo for job in jobs):
+        return None
+    from concrete_jungle.concreteplant.ray_engine import generate_shards
+
+    return generate_shards([job for job in jobs if job.todo], cut, cp, world_cfg, cands)
+
+
 def run_concreteplant(
     records: list[dict], dataset: str, cp: Any, world_cfg: Any, out_dir: Path, seed: int = 0,
     work_root: Path | None = None, candidates: Sequence[list] | None = None,
@@ -319,28 +392,18 @@ def run_concreteplant(
         raise ValueError(f"unknown ConcreteBatch dataset {dataset!r}; expected one of {sorted(DATASET_SEED_OFFSET)}")
     if not records:
         raise ValueError("run_concreteplant: the corpus manifest is empty")
-    if cp.max_anchors:
-        records = records[: cp.max_anchors]
-        candidates = None if candidates is None else candidates[: cp.max_anchors]
-    ds_seed = seed * 1000 + DATASET_SEED_OFFSET[dataset]
-    plan = shard_plan(len(records), cp.shard_size, cp.shard_index, cp.shard_count)
+    records, candidates, job = plan_job(records, dataset, cp, world_cfg, out_dir, seed, work_root, candidates)
+    plan, work, ds_seed = shard_plan(len(records), cp.shard_size, cp.shard_index, cp.shard_count), job.work, job.ds_seed
     out_dir = Path(out_dir)
-    work_root = Path(work_root) if work_root is not None else out_dir.parent.parent / "concreteplant-shards" / dataset
-    fp = fingerprint(dataset, seed, cp, world_cfg, records, candidates)
-    work = work_root / fp
-    if work_root.exists() and cp.shard_count == 1:  # stale work of other inputs (never another machine's)
-        for old in work_root.iterdir():
-            if old.name != fp:
-                shutil.rmtree(old, ignore_errors=True)
 
     def done(k: int) -> bool:
         return (work / f"shard-{k:05d}.stats.json").exists()
 
-    todo = [k for k in plan.mine if not done(k)]
+    todo = list(job.todo)
     if todo and cp.engine == "ray":  # the same shards on a Ray Data actor pool (ray_engine.py)
         from concrete_jungle.concreteplant.ray_engine import generate_shards
 
-        generate_shards(todo, plan.bounds, records, dataset, cp, world_cfg, work, ds_seed, candidates)
+        generate_shards([job], records, cp, world_cfg, candidates)
         todo = []
     gen = _Generator(records, dataset, cp, world_cfg, work, ds_seed, candidates) if todo else None
     try:

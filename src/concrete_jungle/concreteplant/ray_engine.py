@@ -2,13 +2,14 @@
 
 The unit of work is the local engine's: a shard of ``concreteplant.shard_size`` consecutive anchors, whose keyword
 draw, rewrites and negative images are seeded by (seed, dataset, shard) and by each anchor (pipeline.py). The shards
-a process still lacks are the rows of one Ray Data pipeline::
+a process still lacks, of every dataset of the stage, are the rows of one Ray Data pipeline::
 
-    from_items([{"k": shard}, ...]) -> map_batches(ShardWorker, concurrency=ray.workers, batch_size=1)
+    from_items([{"job": dataset, "k": shard}, ...])
+        -> map_batches(ShardWorker, concurrency=ray.workers, batch_size=1)
 
-``ShardWorker`` is a callable class, so each actor of the pool loads its rewriter (lexical; transformers; a vLLM
-replica with ``gpus_per_worker`` GPUs) and its image-negative backend (scene re-render, retrieval, SDXL-Turbo)
-once, then turns shards into ``shard-<k>.jsonl`` + ``shard-<k>.stats.json`` in the shared work folder, atomically,
+``ShardWorker`` is a callable class, so each actor of the pool loads, once a dataset, its rewriter (lexical;
+transformers; a vLLM replica with ``gpus_per_worker`` GPUs) and its image-negative backend (scene re-render,
+retrieval, SDXL-Turbo), then turns shards into ``shard-<k>.jsonl`` + ``shard-<k>.stats.json`` in the shared work folder, atomically,
 as the local engine does. The driver merges them afterwards exactly as the local engine does, so the ConcreteBatch
 and its per-reason counts are byte-identical whatever the engine and the number of workers (tests assert it).
 
@@ -94,41 +95,48 @@ def connect(cfg: Any) -> bool:
 
 
 class ShardWorker:
-    """One actor of the pool: a ConcretePlant generator (rewriter and image backend loaded once) turning shard
-    indices into shard files.
+    """One actor of the pool: ConcretePlant generators (one a dataset, each with its rewriter and image backend,
+    made on the dataset's first shard and kept) turning shards into shard files.
 
-    Called with a batch ``{"k": array of shard indices}``; returns ``{"k", "status" ("done" | "failed"), "reason"
-    ("" or the exception), "n_kept", "pid"}`` per shard. The first argument may be an ``ObjectRef`` of the records
-    (and of the candidates), fetched once per actor.
+    Called with a batch ``{"job": job indices, "k": shard indices}``; returns ``{"job", "k", "status" ("done" |
+    "failed"), "reason" ("" or the exception), "n_kept", "pid"}`` a shard. ``records`` (and ``candidates``) may be
+    ``ObjectRef`` s, fetched once an actor.
     """
 
-    def __init__(self, records: Any, bounds: Sequence[tuple[int, int]], dataset: str, cp: Any, world_cfg: Any,
-                 work: str, ds_seed: int, candidates: Any, cwd: str):
+    def __init__(self, records: Any, jobs: Sequence[dict], cp: Any, world_cfg: Any, candidates: Any, cwd: str):
         import ray
 
+        os.chdir(cwd)  # the work folders and the manifest's relative paths resolve as in the driver
+        self.records = ray.get(records) if isinstance(records, ray.ObjectRef) else records
+        self.candidates = ray.get(candidates) if isinstance(candidates, ray.ObjectRef) else candidates
+        self.jobs, self.cp, self.world_cfg = jobs, cp, world_cfg
+        self.generators: dict[int, Any] = {}
+        self.n_written = 0
+
+    def _generator(self, j: int):
         from concrete_jungle.concreteplant.pipeline import _Generator
 
-        os.chdir(cwd)  # relative image paths of the manifest resolve as in the driver
-        self.records = ray.get(records) if isinstance(records, ray.ObjectRef) else records
-        candidates = ray.get(candidates) if isinstance(candidates, ray.ObjectRef) else candidates
-        self.bounds, self.work = [tuple(b) for b in bounds], Path(work)
-        self.gen = _Generator(self.records, dataset, cp, world_cfg, self.work, ds_seed, candidates, progress=False)
-        self.n_written = 0
+        if j not in self.generators:
+            job = self.jobs[j]
+            self.generators[j] = _Generator(self.records, job["dataset"], self.cp, self.world_cfg, Path(job["work"]),
+                                            job["ds_seed"], self.candidates, progress=False)
+        return self.generators[j]
 
     def __call__(self, batch: dict) -> dict:
         from concrete_jungle.concreteplant.pipeline import _maybe_fault, write_shard
 
-        out: dict[str, list] = {"k": [], "status": [], "reason": [], "n_kept": [], "pid": []}
-        for k in batch["k"]:
-            k = int(k)
-            s, e = self.bounds[k]
+        out: dict[str, list] = {"job": [], "k": [], "status": [], "reason": [], "n_kept": [], "pid": []}
+        for j, k in zip(batch["job"], batch["k"]):
+            j, k = int(j), int(k)
+            s, e = self.jobs[j]["bounds"][k]
             try:
-                rows, skipped = self.gen.shard(k, self.records[s:e], start=s)
-                write_shard(self.work, k, e - s, rows, skipped, self.gen)
+                gen = self._generator(j)
+                rows, skipped = gen.shard(k, self.records[s:e], start=s)
+                write_shard(Path(self.jobs[j]["work"]), k, e - s, rows, skipped, gen)
                 status, reason, n_kept = "done", "", len(rows)
             except Exception as err:  # reported to the driver, which retries and then names it
                 status, reason, n_kept = "failed", f"{type(err).__name__}: {err}", 0
-            for key, value in zip(out, (k, status, reason, n_kept, os.getpid())):
+            for key, value in zip(out, (j, k, status, reason, n_kept, os.getpid())):
                 out[key].append(value)
             if status == "done":
                 self.n_written += 1
@@ -136,17 +144,17 @@ class ShardWorker:
         return out
 
 
-def generate_shards(todo: Sequence[int], bounds: Sequence[tuple[int, int]], records: list[dict], dataset: str,
-                    cp: Any, world_cfg: Any, work: Path, ds_seed: int,
+def generate_shards(jobs: Sequence[Any], records: list[dict], cp: Any, world_cfg: Any,
                     candidates: Sequence[list] | None = None) -> dict:
-    """Generate the shards ``todo`` of ``dataset`` into ``work`` on a Ray Data actor pool.
+    """Generate the missing shards of every :class:`~concrete_jungle.concreteplant.pipeline.ShardJob` in ``jobs``
+    (one a dataset) on one Ray Data actor pool.
 
     Args:
-        todo: shard indices still missing in ``work``.
-        bounds: ``[(start, end)]`` record range of every shard (``ShardPlan.bounds``).
-        records, dataset, cp, world_cfg, ds_seed, candidates: as for the local engine
-            (:func:`~concrete_jungle.concreteplant.pipeline.run_concreteplant`); ``cp.ray`` sets the pool.
-        work: the fingerprinted shard work folder.
+        jobs: the datasets' shard jobs (``todo``: the shards still missing in ``work``).
+        records, candidates: the (cut) manifest records and their keyword candidates, as for the local engine
+            (:func:`~concrete_jungle.concreteplant.pipeline.run_concreteplant`).
+        cp: ConcretePlant params; ``cp.ray`` sets the pool.
+        world_cfg: the scene world's config.
 
     Returns:
         ``{"passes", "workers" (distinct worker processes), "failed_attempts" ({reason: count} over every pass),
@@ -154,33 +162,35 @@ def generate_shards(todo: Sequence[int], bounds: Sequence[tuple[int, int]], reco
 
     Raises:
         ConnectionError: the cluster cannot be reached.
-        RuntimeError: shards still missing after ``cp.ray.max_retries`` further passes, each named with its last
-            reason, and the reasons of every failed attempt counted.
+        RuntimeError: shards still missing after ``cp.ray.max_retries`` further passes, each named (dataset and
+            shard) with its last reason, and the reasons of every failed attempt counted.
     """
     import ray
     import ray.data
 
     from concrete_jungle.concreteplant.pipeline import FAULT_ENV
 
-    cfg, work = cp.ray, Path(work).resolve()
-    work.mkdir(parents=True, exist_ok=True)
+    cfg = cp.ray
+    specs = [{"dataset": job.dataset, "ds_seed": job.ds_seed, "work": str(job.work),
+              "bounds": [tuple(b) for b in job.bounds]} for job in jobs]
+    for job in jobs:
+        Path(job.work).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     started = connect(cfg)
     failed_attempts: Counter = Counter()
     pids: set[int] = set()
-    last_reason: dict[int, str] = {}
+    last_reason: dict[tuple[int, int], str] = {}
     try:
-        kwargs = {"records": ray.put(records), "bounds": [tuple(b) for b in bounds], "dataset": dataset, "cp": cp,
-                  "world_cfg": world_cfg, "work": str(work), "ds_seed": ds_seed,
+        kwargs = {"records": ray.put(records), "jobs": specs, "cp": cp, "world_cfg": world_cfg,
                   "candidates": ray.put(candidates) if candidates is not None else None, "cwd": os.getcwd()}
         remote_args = {"max_restarts": cfg.max_retries, "max_task_retries": cfg.max_retries}
         if FAULT_ENV in os.environ:  # the resume tests' fault reaches the workers (whatever started them)
             remote_args["runtime_env"] = {"env_vars": {FAULT_ENV: os.environ[FAULT_ENV]}}
         ray.data.DataContext.get_current().enable_operator_progress_bars = False  # one bar: shards done
-        pending, passes = sorted(int(k) for k in todo), 0
+        pending, passes = [(j, int(k)) for j, job in enumerate(jobs) for k in job.todo], 0
         while pending:
             passes += 1
-            ds = ray.data.from_items([{"k": k} for k in pending], override_num_blocks=len(pending))
+            ds = ray.data.from_items([{"job": j, "k": k} for j, k in pending], override_num_blocks=len(pending))
             ds = ds.map_batches(ShardWorker, fn_constructor_kwargs=kwargs, batch_size=1,
                                 concurrency=min(cfg.workers, len(pending)), num_cpus=cfg.cpus_per_worker,
                                 num_gpus=cfg.gpus_per_worker or None, **remote_args)
@@ -189,19 +199,22 @@ def generate_shards(todo: Sequence[int], bounds: Sequence[tuple[int, int]], reco
                     pids.add(int(row["pid"]))
                     if row["status"] != "done":
                         failed_attempts[row["reason"]] += 1
-                        last_reason[int(row["k"])] = row["reason"]
+                        last_reason[int(row["job"]), int(row["k"])] = row["reason"]
             except Exception as err:  # the pool itself failed (a worker died past its restarts, a node was lost)
                 reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
                 failed_attempts[reason] += 1
-                for k in pending:
-                    last_reason.setdefault(k, reason)
-            pending = [k for k in pending if not (work / f"shard-{k:05d}.stats.json").exists()]
+                for jk in pending:
+                    last_reason.setdefault(jk, reason)
+            pending = [(j, k) for j, k in pending
+                       if not (Path(specs[j]["work"]) / f"shard-{k:05d}.stats.json").exists()]
             if pending and passes > cfg.max_retries:
-                named = ", ".join(f"shard {k} ({last_reason.get(k, 'not returned')})" for k in pending[:10])
+                named = ", ".join(f"{specs[j]['dataset']} shard {k} ({last_reason.get((j, k), 'not returned')})"
+                                  for j, k in pending[:10])
                 raise RuntimeError(
-                    f"concreteplant {dataset} (engine ray): {len(pending)} shard(s) still missing after {passes} "
-                    f"pass(es): {named}{' ...' if len(pending) > 10 else ''}; failed attempts by reason: "
-                    f"{dict(failed_attempts)}. The finished shards are kept in {work}: re-run to generate the rest")
+                    f"concreteplant (engine ray): {len(pending)} shard(s) still missing after {passes} pass(es): "
+                    f"{named}{' ...' if len(pending) > 10 else ''}; failed attempts by reason: "
+                    f"{dict(failed_attempts)}. The finished shards are kept in "
+                    f"{', '.join(sorted({specs[j]['work'] for j, _ in pending}))}: re-run to generate the rest")
     finally:
         if started:
             ray.shutdown()
