@@ -10,8 +10,6 @@ shard of a corpus split over several machines, see the README's "Scaling out"). 
 the shards are generated on a Ray Data actor pool (``concreteplant/ray_engine.py``; the same outputs).
 """
 
-import contextlib
-
 from concrete_jungle.cli import clear_outputs, run_stage
 from concrete_jungle.io import read_jsonl, write_jsonl, write_metrics
 from concrete_jungle.params import Params
@@ -55,38 +53,19 @@ def run_concreteplant_stage(params: Params, dataset: str | None = None) -> dict:
     metrics = {d: params.metrics_dir / "concreteplant" / f"{d}.json" for d in datasets}
     clear_outputs(*outs.values(), *metrics.values())  # no dataset new beside another from an earlier run
     summary = {}
-    with _ray_session(params.concreteplant):  # engine ray: one Ray pipeline for every dataset's missing shards
-        pregenerate(records, outs, params.concreteplant, params.world, seed=params.seed, candidates=candidates)
-        for d in datasets:
-            outs[d].mkdir(parents=True)
-            batch, stats = run_concreteplant(records, d, params.concreteplant, params.world, outs[d],
-                                             seed=params.seed, candidates=candidates)
-            if batch is not None:  # None: this process' shards are done, others (concreteplant.shard_index) missing
-                write_jsonl(outs[d] / "concretebatch.jsonl", [b for b in batch if b["anchor_id"] not in heldout])
-                write_jsonl(outs[d] / "heldout.jsonl", [b for b in batch if b["anchor_id"] in heldout])
-                stats["n_heldout"] = sum(b["anchor_id"] in heldout for b in batch)
-                write_metrics(metrics[d], stats)
-            summary[d] = stats
+    # engine ray: one Ray Data pipeline for every dataset's missing shards (Ray is joined only if one is missing)
+    pregenerate(records, outs, params.concreteplant, params.world, seed=params.seed, candidates=candidates)
+    for d in datasets:
+        outs[d].mkdir(parents=True)
+        batch, stats = run_concreteplant(records, d, params.concreteplant, params.world, outs[d], seed=params.seed,
+                                         candidates=candidates)
+        if batch is not None:  # None: this process' shards are done, others (concreteplant.shard_index) missing
+            write_jsonl(outs[d] / "concretebatch.jsonl", [b for b in batch if b["anchor_id"] not in heldout])
+            write_jsonl(outs[d] / "heldout.jsonl", [b for b in batch if b["anchor_id"] in heldout])
+            stats["n_heldout"] = sum(b["anchor_id"] in heldout for b in batch)
+            write_metrics(metrics[d], stats)
+        summary[d] = stats
     return summary
-
-
-@contextlib.contextmanager
-def _ray_session(cp):
-    """With ``concreteplant.engine: ray``, join the cluster (or start a local Ray) once for every dataset, and leave
-    it after (:func:`~concrete_jungle.concreteplant.ray_engine.connect`); nothing with the local engine."""
-    if cp.engine != "ray":
-        yield
-        return
-    import ray
-
-    from concrete_jungle.concreteplant.ray_engine import connect
-
-    started = connect(cp.ray)
-    try:
-        yield
-    finally:
-        if started:
-            ray.shutdown()
 
 
 if __name__ == "__main__":

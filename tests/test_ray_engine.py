@@ -52,12 +52,58 @@ def test_unreachable_cluster_fails_in_seconds_naming_the_address():
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
         check_reachable(f"127.0.0.1:{port}", timeout_s=2)
     t0 = time.perf_counter()
-    with pytest.raises(ConnectionError, match=r"ray://headnode\.invalid:10001.*within 1 s"):
-        check_reachable("ray://headnode.invalid:10001", timeout_s=1)  # a name no resolver knows
+    with pytest.raises(ConnectionError, match=r"headnode\.invalid:10001.*within 1 s"):
+        check_reachable("headnode.invalid:10001", timeout_s=1)  # a name no resolver knows
     assert time.perf_counter() - t0 < 5
-    with pytest.raises(ConnectionError, match="not host:port"):
-        check_reachable("headnode", timeout_s=1)
+    for bad, why in (("headnode", "not host:port"), ("head:abc", "not host:port"), ("head:99999", "out of range"),
+                     ("ray://head:10001", "ray\\[client\\]")):
+        with pytest.raises(ValueError, match=f"RAY_ADDRESS {bad!r}.*{why}"):
+            check_reachable(bad, timeout_s=1)
     check_reachable("auto", timeout_s=1)  # left to Ray
+
+
+def test_addresses_are_checked_before_any_shard():
+    from concrete_jungle.concreteplant.ray_engine import connect
+
+    for bad in ("head:abc", "", "ray://head:10001"):
+        with pytest.raises(ValueError, match="concreteplant.ray.address"):
+            connect(_world_params(engine="ray", ray={"address": bad}).concreteplant.ray)
+
+
+def test_reasons_are_countable():
+    from concrete_jungle.concreteplant.ray_engine import _reason
+
+    class ActorDiedError(Exception):
+        __module__ = "ray.exceptions"
+
+    died = ActorDiedError("The actor died because of an error raised in its creation task, \x1b[36mray::MapWorker("
+                          "pid=4242, ip=10.0.0.1, actor_id=8f3a)\x1b[39m\nTraceback (most recent call last):\n"
+                          "  File 'x.py', line 1\nFileNotFoundError: [Errno 2] No such file: '/nonexistent'")
+    assert _reason(died) == "FileNotFoundError: [Errno 2] No such file: '/nonexistent'"
+    assert _reason(ValueError("bad shard\nmore")) == "ValueError: bad shard"
+
+
+def test_gpu_backends_need_gpus_per_worker():
+    from concrete_jungle.concreteplant.ray_engine import _check_devices
+
+    cp = _world_params(engine="ray", rewriter={"backend": "vllm"}).concreteplant
+    with pytest.raises(ValueError, match="gpus_per_worker is 0, but concreteplant.rewriter.backend: vllm"):
+        _check_devices(cp)
+    cp = _world_params(engine="ray", image_negatives="sdxl_turbo", image_edit={"device": "cuda"}).concreteplant
+    with pytest.raises(ValueError, match="concreteplant.image_edit.device: cuda"):
+        _check_devices(cp)
+    _check_devices(_world_params(engine="ray", rewriter={"backend": "vllm"}, ray={"gpus_per_worker": 1}).concreteplant)
+    _check_devices(_world_params(engine="ray").concreteplant)  # lexical rewriter, scene re-render: no GPU
+
+
+def test_fingerprint_covers_the_whole_record(world):
+    from concrete_jungle.concreteplant.pipeline import fingerprint
+
+    p = _world_params()
+    moved = [dict(r) for r in world]
+    moved[3] = {**moved[3], "scene": {**moved[3]["scene"], "objects": moved[3]["scene"]["objects"][::-1]}}
+    assert fingerprint("hc", 0, p.concreteplant, p.world, world) != fingerprint("hc", 0, p.concreteplant, p.world,
+                                                                                 moved)
 
 
 def test_engine_params_do_not_change_the_shard_fingerprint(world):

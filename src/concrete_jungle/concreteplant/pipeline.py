@@ -101,8 +101,9 @@ _CODE = tuple(sorted(f for f in Path(__file__).parent.rglob("*")  # this package
 def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Sequence[dict],
                 candidates: Sequence[list] | None = None) -> str:
     """Hex digest (16 chars) of everything that determines a ConcreteBatch: the ConcretePlant source code, dataset,
-    seed, ConcretePlant params except the shard assignment and parse batch size, world config, each record's
-    id, image and anchor, and the given keyword candidates (when mined beforehand)."""
+    seed, ConcretePlant params except the shard assignment, parse batch size and engine, world config, every record
+    whole (id, image, anchor, and the scene, slots and captions that scene edits and retrieval read), and the given
+    keyword candidates (when mined beforehand)."""
     h = hashlib.sha256()
     for src in _CODE:  # a code change never reuses shards written by older code
         h.update(src.read_bytes())
@@ -111,8 +112,8 @@ def fingerprint(dataset: str, seed: int, cp: Any, world_cfg: Any, records: Seque
         cfg.pop(key, None)
     world = world_cfg.model_dump(mode="json") if hasattr(world_cfg, "model_dump") else repr(world_cfg)
     h.update(json.dumps([dataset, seed, cfg, world], sort_keys=True, default=str).encode())
-    for r in records:
-        h.update(f"{r['id']}\x1f{r['image']}\x1f{r['anchor']}\x1e".encode())
+    for r in records:  # the whole record: a scene, its slots or captions change the negatives too
+        h.update(json.dumps(r, sort_keys=True, default=str).encode() + b"\x1e")
     if candidates is not None:
         h.update(json.dumps([[list(vars(c).values()) for c in cands] for cands in candidates]).encode())
     return h.hexdigest()[:16]

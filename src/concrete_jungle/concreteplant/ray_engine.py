@@ -35,24 +35,46 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["generate_shards", "connect", "check_reachable", "ShardWorker"]
+__all__ = ["generate_shards", "connect", "check_reachable", "ray_address", "ShardWorker"]
+
+
+def ray_address(value: str, key: str) -> str:
+    """A Ray cluster address as ``concreteplant.ray`` takes it: ``auto`` or ``host:port`` (the head's GCS port,
+    1-65535). ``ray://`` (Ray Client) is refused: it needs the ``ray[client]`` extra, which is not pinned.
+
+    Raises:
+        ValueError: naming ``key`` and the value.
+    """
+    if value == "auto":
+        return value
+    if "://" in value:
+        raise ValueError(f"{key} {value!r}: give the head's host:port (Ray Client's ray:// needs ray[client], "
+                         "which requirements.txt does not pin) or auto")
+    try:
+        parts = urlsplit(f"tcp://{value}")
+        host, port = parts.hostname, parts.port
+    except ValueError as err:
+        raise ValueError(f"{key} {value!r} is not host:port ({err})") from None
+    if not host or port is None or not 0 < port < 65536:
+        raise ValueError(f"{key} {value!r} is not host:port with a port in 1-65535, nor auto")
+    return value
 
 
 def check_reachable(address: str, timeout_s: float) -> None:
-    """Open (and close) a TCP connection to a Ray cluster's ``host:port`` / ``ray://host:port`` within ``timeout_s``.
+    """Open (and close) a TCP connection to a Ray cluster's ``host:port`` within ``timeout_s``.
 
     ``auto`` is left to Ray (it resolves the node's own cluster from local files and fails at once without one).
+    Only the TCP port is probed: a port that answers but is no Ray head (a dashboard's 8265, say) passes here and
+    then makes ``ray.init`` retry for as long as Ray's own GCS timeouts allow.
 
     Raises:
-        ConnectionError: naming ``address``, when nothing answers there in time, or the address has no port.
+        ConnectionError: naming ``address``, when nothing answers there in time.
+        ValueError: ``address`` is not ``host:port`` or ``auto`` (:func:`ray_address`).
     """
-    if address == "auto":
+    if ray_address(address, "concreteplant.ray.address / RAY_ADDRESS") == "auto":
         return
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    parts = urlsplit(f"tcp://{address}")
     host, port = parts.hostname, parts.port
-    if not host or not port:
-        raise ConnectionError(f"concreteplant.ray.address / RAY_ADDRESS {address!r} is not host:port, "
-                              "ray://host:port or auto")
     try:
         socket.create_connection((host, port), timeout=timeout_s).close()
     except OSError as err:
@@ -78,12 +100,13 @@ def connect(cfg: Any) -> bool:
 
     if ray.is_initialized():
         return False
-    address = cfg.address or os.environ.get("RAY_ADDRESS") or None
-    if address:
+    address = cfg.address if cfg.address is not None else os.environ.get("RAY_ADDRESS") or None
+    if address is not None:
         check_reachable(address, cfg.connect_timeout_s)
         ray.init(address=address)
     else:
-        ray.init(num_cpus=cfg.num_cpus, include_dashboard=False)
+        # address "local": a new Ray, even where one already runs on this node (which ray.init() would join)
+        ray.init(address="local", num_cpus=cfg.num_cpus, include_dashboard=False)
         have = ray.cluster_resources()  # a local Ray never grows: a pool it cannot hold would wait for ever
         for what, need, key in (("cpus_per_worker", cfg.cpus_per_worker, "CPU"),
                                 ("gpus_per_worker", cfg.gpus_per_worker, "GPU")):
@@ -95,8 +118,9 @@ def connect(cfg: Any) -> bool:
 
 
 class ShardWorker:
-    """One actor of the pool: ConcretePlant generators (one a dataset, each with its rewriter and image backend,
-    made on the dataset's first shard and kept) turning shards into shard files.
+    """One actor of the pool: a ConcretePlant generator (its rewriter and image backend) turning shards into shard
+    files. It holds one generator at a time, for the dataset of the shard at hand: the rows come dataset after
+    dataset, so an actor builds each dataset's at most once in a pass, and a GPU never holds two rewriters.
 
     Called with a batch ``{"job": job indices, "k": shard indices}``; returns ``{"job", "k", "status" ("done" |
     "failed"), "reason" ("" or the exception), "n_kept", "pid"}`` a shard. ``records`` (and ``candidates``) may be
@@ -117,6 +141,12 @@ class ShardWorker:
         from concrete_jungle.concreteplant.pipeline import _Generator
 
         if j not in self.generators:
+            for old in self.generators.values():  # free the previous dataset's backends (GPU memory) first
+                old.close()
+            self.generators.clear()
+            import gc
+
+            gc.collect()
             job = self.jobs[j]
             self.generators[j] = _Generator(self.records, job["dataset"], self.cp, self.world_cfg, Path(job["work"]),
                                             job["ds_seed"], self.candidates, progress=False)
@@ -129,13 +159,17 @@ class ShardWorker:
         for j, k in zip(batch["job"], batch["k"]):
             j, k = int(j), int(k)
             s, e = self.jobs[j]["bounds"][k]
+            work = Path(self.jobs[j]["work"])
+            running = work / f"shard-{k:05d}.running"  # left behind if this process dies in the shard
+            running.write_text(str(os.getpid()))
             try:
                 gen = self._generator(j)
                 rows, skipped = gen.shard(k, self.records[s:e], start=s)
-                write_shard(Path(self.jobs[j]["work"]), k, e - s, rows, skipped, gen)
+                write_shard(work, k, e - s, rows, skipped, gen)
                 status, reason, n_kept = "done", "", len(rows)
             except Exception as err:  # reported to the driver, which retries and then names it
-                status, reason, n_kept = "failed", f"{type(err).__name__}: {err}", 0
+                status, reason, n_kept = "failed", _reason(err), 0
+            running.unlink(missing_ok=True)
             for key, value in zip(out, (j, k, status, reason, n_kept, os.getpid())):
                 out[key].append(value)
             if status == "done":
@@ -175,11 +209,13 @@ def generate_shards(jobs: Sequence[Any], records: list[dict], cp: Any, world_cfg
               "bounds": [tuple(b) for b in job.bounds]} for job in jobs]
     for job in jobs:
         Path(job.work).mkdir(parents=True, exist_ok=True)
+    _check_devices(cp)
     t0 = time.perf_counter()
     started = connect(cfg)
     failed_attempts: Counter = Counter()
     pids: set[int] = set()
     last_reason: dict[tuple[int, int], str] = {}
+    killers: set[tuple[int, int]] = set()
     try:
         kwargs = {"records": ray.put(records), "jobs": specs, "cp": cp, "world_cfg": world_cfg,
                   "candidates": ray.put(candidates) if candidates is not None else None, "cwd": os.getcwd()}
@@ -201,22 +237,78 @@ def generate_shards(jobs: Sequence[Any], records: list[dict], cp: Any, world_cfg
                         failed_attempts[row["reason"]] += 1
                         last_reason[int(row["job"]), int(row["k"])] = row["reason"]
             except Exception as err:  # the pool itself failed (a worker died past its restarts, a node was lost)
-                reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                failed_attempts[reason] += 1
-                for jk in pending:
-                    last_reason.setdefault(jk, reason)
+                reason = _reason(err)
+                for j, k in pending:  # a shard whose marker is left was running when its worker died
+                    marker = Path(specs[j]["work"]) / f"shard-{k:05d}.running"
+                    if marker.exists() and not (Path(specs[j]["work"]) / f"shard-{k:05d}.stats.json").exists():
+                        marker.unlink()
+                        last_reason[j, k] = f"its worker died while generating it ({reason})"
+                        failed_attempts[last_reason[j, k]] += 1
+                        killers.add((j, k))
             pending = [(j, k) for j, k in pending
                        if not (Path(specs[j]["work"]) / f"shard-{k:05d}.stats.json").exists()]
+            pending.sort(key=lambda jk: jk in killers)  # a shard that killed a worker goes last: the rest get done
             if pending and passes > cfg.max_retries:
-                named = ", ".join(f"{specs[j]['dataset']} shard {k} ({last_reason.get((j, k), 'not returned')})"
-                                  for j, k in pending[:10])
-                raise RuntimeError(
-                    f"concreteplant (engine ray): {len(pending)} shard(s) still missing after {passes} pass(es): "
-                    f"{named}{' ...' if len(pending) > 10 else ''}; failed attempts by reason: "
-                    f"{dict(failed_attempts)}. The finished shards are kept in "
-                    f"{', '.join(sorted({specs[j]['work'] for j, _ in pending}))}: re-run to generate the rest")
+                raise RuntimeError(_missing_message(pending, specs, last_reason, failed_attempts, passes))
     finally:
         if started:
             ray.shutdown()
     return {"passes": passes, "workers": len(pids), "failed_attempts": dict(failed_attempts),
             "wall_s": time.perf_counter() - t0}
+
+
+def _reason(err: BaseException) -> str:
+    """A countable reason for ``err``: its type and message, with a Ray wrapper's root cause (the last ``Error:``
+    line of the traceback Ray embeds) instead of its first line, and without ANSI colours, pids and actor ids."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception|Interrupt)\b.*:", line)]
+    reason = causes[-1] if causes and type(err).__module__.startswith("ray") else (
+        f"{type(err).__name__}: {lines[0] if lines else ''}")
+    reason = re.sub(r"\((pid|ip|actor_id)=[^)]*\)|(pid|actor_id|ip)=[0-9a-f.]+,?", "", reason)
+    return re.sub(r"\s+", " ", reason).strip()[:300]
+
+
+def _missing_message(pending, specs, last_reason, failed_attempts, passes) -> str:
+    """Every missing shard named (by dataset, with its last reason), and the reasons of every failed attempt."""
+    by = {}
+    for j, k in pending:
+        by.setdefault((specs[j]["dataset"], last_reason.get((j, k), "not attempted: the pass's pool failed")),
+                      []).append(k)
+    named = "; ".join(f"{d} shard{'s' if len(ks) > 1 else ''} {', '.join(map(str, ks))} ({why})"
+                      for (d, why), ks in by.items())
+    return (f"concreteplant (engine ray): {len(pending)} shard(s) still missing after {passes} pass(es): {named}; "
+            f"failed attempts by reason: {dict(failed_attempts)}. The finished shards are kept in "
+            f"{', '.join(sorted({specs[j]['work'] for j, _ in pending}))}: re-run to generate the rest")
+
+
+def _check_devices(cp: Any) -> None:
+    """Refuse GPU backends on workers given no GPU: Ray hides the GPUs from an actor without ``num_gpus``, so
+    ``device: auto`` would fall back to the CPU there (other numerics than the local engine's, and far slower).
+
+    Raises:
+        ValueError: naming the keys, when ``ray.gpus_per_worker`` is 0 and the rewriter is vLLM, or the llm
+            rewriter or SDXL-Turbo would use CUDA on this machine.
+    """
+    if cp.ray.gpus_per_worker > 0:
+        return
+    wants = []
+    if cp.rewriter.backend == "vllm":
+        wants.append("concreteplant.rewriter.backend: vllm")
+    cuda = None
+    for key, on, device in (("concreteplant.rewriter.device", cp.rewriter.backend == "llm", cp.rewriter.device),
+                            ("concreteplant.image_edit.device", cp.image_negatives == "sdxl_turbo",
+                             cp.image_edit.device)):
+        if on and device != "cpu":
+            if cuda is None:
+                import torch
+
+                cuda = torch.cuda.is_available()
+            if device != "auto" or cuda:
+                wants.append(f"{key}: {device}")
+    if wants:
+        raise ValueError(f"concreteplant.ray.gpus_per_worker is 0, but {', '.join(wants)} needs a GPU in each "
+                         "worker (Ray hides the GPUs from an actor given none): set gpus_per_worker, or the device "
+                         "to cpu")
