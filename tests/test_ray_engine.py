@@ -170,21 +170,23 @@ def test_ray_engine_equals_local_on_real_captions(ray_cluster, tmp_path):
 
 @pytest.mark.slow
 def test_killed_worker_leaves_a_complete_batch(ray_cluster, world, tmp_path, monkeypatch):
-    p = _world_params()
+    # two shards of 18 anchors (each worker killed costs a Ray worker's start-up, ~10 s of CI)
+    p = _world_params(shard_size=18)
     ref, ref_stats = run_concreteplant(world, "wo", p.concreteplant, p.world, tmp_path / "local" / "cp" / "wo",
                                        seed=2)
     out = tmp_path / "ray" / "cp" / "wo"
     work = out.parent.parent / "concreteplant-shards" / "wo"
     monkeypatch.setenv(FAULT_ENV, "1")  # every worker process SIGKILLs itself after its first shard
     # no restarts, no further pass: the run stops naming what is missing, and keeps what was finished
-    cp = _world_params(engine="ray", ray={"workers": 1, "max_retries": 0}).concreteplant
+    cp = _world_params(shard_size=18, engine="ray", ray={"workers": 1, "max_retries": 0}).concreteplant
     with pytest.raises(RuntimeError, match=r"shard\(s\) still missing after 1 pass.*re-run"):
         run_concreteplant(world, "wo", cp, p.world, out, seed=2)
     (fp,) = list(work.iterdir())
     assert len(list(fp.glob("shard-*.stats.json"))) == 1
     # restarts: each new worker process finishes one more shard before dying, and the run completes
-    cp = _world_params(engine="ray", ray={"workers": 1, "max_retries": 2}).concreteplant
+    cp = _world_params(shard_size=18, engine="ray", ray={"workers": 1, "max_retries": 2}).concreteplant
     batch, stats = run_concreteplant(world, "wo", cp, p.world, out, seed=2)
+    assert len(list(fp.glob("shard-*.stats.json"))) == 2
     assert _normalised(batch) == _normalised(ref) and stats == ref_stats
 
 

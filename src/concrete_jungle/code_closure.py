@@ -67,6 +67,37 @@ def code_deps(script: str | Path, repo: Path = REPO) -> list[str]:
     script = repo / script
     if not script.is_file():
         raise FileNotFoundError(f"stage script not found: {script}")
+    key = (str(script), str(repo))
+    if key in _CLOSURES and _CLOSURES[key][0] == _stamps(_CLOSURES[key][2], repo):
+        return list(_CLOSURES[key][1])
+    deps, seen = _walk(script, repo)
+    _CLOSURES[key] = (_stamps(seen, repo), deps, seen)
+    return list(deps)
+
+
+# (script, repo) -> (stamps of its closure's files and the package folders, deps, closure): the spec renders ~600
+# stages over ~30 scripts; a closure is walked again only when one of its files or folders changed
+_CLOSURES: dict[tuple[str, str], tuple[tuple, list[str], frozenset[Path]]] = {}
+
+
+def _stamps(files, repo: Path) -> tuple:
+    """(path, mtime_ns, size) of ``files`` and mtime_ns of every folder under the project packages (a module or
+    data file added or removed changes its folder's mtime); a missing file stamps as None."""
+    out = []
+    for f in sorted(files):
+        try:
+            st = f.stat()
+            out.append((str(f), st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((str(f), None))
+    for root in (repo / "src" / "concrete_jungle", repo / "analysis"):
+        if root.is_dir():
+            out += [(str(d), d.stat().st_mtime_ns) for d in [root, *sorted(root.rglob("*"))] if d.is_dir()]
+    return tuple(out)
+
+
+def _walk(script: Path, repo: Path) -> tuple[list[str], frozenset[Path]]:
+    """The sorted deps of :func:`code_deps` and the set of module files of the closure."""
     seen: set[Path] = set()
     todo = [script]
     while todo:
@@ -94,7 +125,7 @@ def code_deps(script: str | Path, repo: Path = REPO) -> list[str]:
                 if d.is_dir() and not any(d.glob("*.py")) and not d.name.startswith((".", "_")) \
                         and f'"{d.name}"' in text:
                     deps.add(d.relative_to(repo).as_posix())
-    return sorted(deps)
+    return sorted(deps), frozenset(seen)
 
 
 #: The folder of shipped open_clip configs (``models/build.py`` registers every file in it).
