@@ -422,7 +422,9 @@ def test_mining_leaves_the_garbage_collector_as_it_was(nlp, table):
     try:
         before = gc.get_freeze_count()
         mine_keywords(["A red dog."], nlp=nlp, table=table)
-        assert gc.get_freeze_count() == before
+        # not unfrozen (0) and nothing more frozen; a frozen object freed meanwhile (another thread of the test
+        # process) leaves the permanent generation, so the count may fall by a few (an exact == flaked once here)
+        assert before // 2 < gc.get_freeze_count() <= before
     finally:
         gc.unfreeze()
     gc.disable()
