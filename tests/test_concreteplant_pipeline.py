@@ -147,22 +147,10 @@ def test_context_length_rule_counted_in_stats(world, tmp_path):
     assert full["mining"]["candidates"] > stats["mining"]["candidates"]
 
 
-COCO_CAPTIONS = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco" / "annotations" / \
-    "captions_val2017.json"
-
-
-def test_type_matched_pair_differs_in_concreteness_not_in_type(tmp_path):
+def test_type_matched_pair_differs_in_concreteness_not_in_type(coco_val_records, tmp_path):
     """D_hc^type and D_lc^type (the reviewers' control): on 300 real COCO anchors every anchor that both keep has
     the same keyword type in both, and D_hc^type's keywords are more concrete than D_lc^type's."""
-    if not COCO_CAPTIONS.exists():
-        pytest.skip(f"COCO captions absent ({COCO_CAPTIONS}); ../shared/data is not beside the repo")
-    by_image: dict[int, list[str]] = {}
-    for a in json.loads(COCO_CAPTIONS.read_text())["annotations"]:
-        by_image.setdefault(a["image_id"], []).append(a["caption"].strip())
-    from concrete_jungle.corpus.loaders import select_anchor
-
-    records = [{"id": f"coco_{i}", "image": f"{i}.jpg", "anchor": select_anchor(caps), "captions": caps}
-               for i, caps in sorted(by_image.items())[:300]]
+    records = coco_val_records[:300]
     params = load_params(REPO / "pipelines" / "real" / "params.yaml",
                          overrides={"concreteplant": {"image_negatives": "none", "shard_size": 1000,
                                                       "datasets": ["hc", "lc", "wo", "hc_type", "lc_type"]}})

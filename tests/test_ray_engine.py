@@ -4,7 +4,6 @@ shard that keeps failing named and counted; an unreachable cluster failing in se
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from pathlib import Path
@@ -17,7 +16,6 @@ from concrete_jungle.corpus.scene_world.corpus import generate_corpus
 from concrete_jungle.params import load_params
 
 REPO = Path(__file__).resolve().parents[1]
-COCO_CAPTIONS = REPO.parent / "shared" / "data" / "coco" / "annotations" / "captions_val2017.json"
 
 
 def _world_params(**cp):
@@ -145,16 +143,8 @@ def test_ray_engine_equals_local_on_the_world(ray_cluster, world, dataset, tmp_p
 
 
 @pytest.mark.slow
-def test_ray_engine_equals_local_on_real_captions(ray_cluster, tmp_path):
-    if not COCO_CAPTIONS.exists():
-        pytest.skip(f"COCO captions absent ({COCO_CAPTIONS})")
-    from concrete_jungle.corpus.loaders import select_anchor
-
-    by_image: dict[int, list[str]] = {}
-    for a in json.loads(COCO_CAPTIONS.read_text())["annotations"]:
-        by_image.setdefault(a["image_id"], []).append(a["caption"].strip())
-    records = [{"id": f"coco_{i}", "image": f"{i}.jpg", "anchor": select_anchor(caps), "captions": caps}
-               for i, caps in sorted(by_image.items())[:60]]
+def test_ray_engine_equals_local_on_real_captions(ray_cluster, coco_val_records, tmp_path):
+    records = coco_val_records[:60]
     over = {"image_negatives": "retrieval", "shard_size": 20}
     p = load_params(REPO / "pipelines" / "real" / "params.yaml", overrides={"concreteplant": over})
     assert p.concreteplant.grammar_check and p.concreteplant.rewriter.backend == "lexical"
