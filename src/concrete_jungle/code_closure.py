@@ -68,31 +68,29 @@ def code_deps(script: str | Path, repo: Path = REPO) -> list[str]:
     if not script.is_file():
         raise FileNotFoundError(f"stage script not found: {script}")
     key = (str(script), str(repo))
-    if key in _CLOSURES and _CLOSURES[key][0] == _stamps(_CLOSURES[key][2], repo):
+    if key in _CLOSURES and _CLOSURES[key][0] == _stamps(_CLOSURES[key][2]):
         return list(_CLOSURES[key][1])
     deps, seen = _walk(script, repo)
-    _CLOSURES[key] = (_stamps(seen, repo), deps, seen)
+    _CLOSURES[key] = (_stamps(seen), deps, seen)
     return list(deps)
 
 
-# (script, repo) -> (stamps of its closure's files and the package folders, deps, closure): the spec renders ~600
+# (script, repo) -> (stamps of its closure's files and their folders, deps, closure): the spec renders ~600
 # stages over ~30 scripts; a closure is walked again only when one of its files or folders changed
 _CLOSURES: dict[tuple[str, str], tuple[tuple, list[str], frozenset[Path]]] = {}
 
 
-def _stamps(files, repo: Path) -> tuple:
-    """(path, mtime_ns, size) of ``files`` and mtime_ns of every folder under the project packages (a module or
-    data file added or removed changes its folder's mtime); a missing file stamps as None."""
+def _stamps(files) -> tuple:
+    """(path, mtime_ns, size) of the closure's ``files``, and mtime_ns of the folders :func:`_walk` looks in for
+    them (each file's folder and its parent: modules, data files and data folders are found there; adding or
+    removing one changes that folder's mtime); a missing file or folder stamps as None."""
     out = []
-    for f in sorted(files):
+    for f in sorted({*files, *(f.parent for f in files), *(f.parent.parent for f in files)}):
         try:
             st = f.stat()
             out.append((str(f), st.st_mtime_ns, st.st_size))
         except OSError:
             out.append((str(f), None))
-    for root in (repo / "src" / "concrete_jungle", repo / "analysis"):
-        if root.is_dir():
-            out += [(str(d), d.stat().st_mtime_ns) for d in [root, *sorted(root.rglob("*"))] if d.is_dir()]
     return tuple(out)
 
 
