@@ -67,6 +67,17 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # H24: fix candidate 4 where corpus captions name size / colour / material with p 0.3 / 0.4 / 0.2 (reporting bias)
     "world_effnet_attn_long_rb": ("params.yaml", {**_EFFNET_ATTN_LONG, **{f"world.caption_attribute_probs.{k}": v
                                                   for k, v in (("size", 0.3), ("colour", 0.4), ("material", 0.2))}}),
+    # H27: fix candidate 4 in a cluttered world: every corpus scene holds 3 objects, all named
+    # (min_objects stays 1: the probes draw single-object scenes), drawn from a small palette
+    # (4 colours, 4 shapes, 3 materials), so random in-batch scenes share most of a caption's words and a D_hc edit
+    # with a substitute already in the caption (prefer_in_caption) needs binding; D_hc, its control arm and `clip`
+    "world_effnet_attn_long_clutter": ("params.yaml", {
+        **_EFFNET_ATTN_LONG, "concreteplant.datasets": ["hc"], "train.datasets": ["hc"], "train.margin_losses": [],
+        "concreteplant.rewriter.prefer_in_caption": True, "world.object_count_weights": [0.0, 0.0, 1.0],
+        "world.distractor_prob": 0.0, "world.shapes": ["circle", "square", "triangle", "star"],
+        "world.colours": {"red": [220, 40, 40], "green": [40, 170, 60], "blue": [45, 85, 225],
+                          "yellow": [240, 210, 40]},
+        "world.materials": ["plain", "striped", "dotted"]}),
     # issue 21: the world study with its fine-tunes streaming WebDataset tar shards (stage shards) instead of the
     # JSONL: the same inputs, another order (each rank and worker its own part of an epoch, a shuffle buffer)
     "world_wds": ("params.yaml", {"train.data_format": "webdataset", "train.samples_per_shard": 500}),
