@@ -13,11 +13,43 @@ from concrete_jungle.params import Params
 MARKER_TEXT = "the params file was validated before any stage ran (stages/check_params.py)\n"
 
 
+def world_probe_conflicts(tasks, world) -> list[str]:
+    """The ``scene_world`` probe tasks (``tasks``: ``evaluate.probe.tasks``, name -> ProbeTask) that ``world`` (the
+    params' WorldConfig) cannot hold, one message each naming the task, or ``[]``. The rule is :func:`concrete_jungle.evaluation.linear_probe.prepare_probe`'s (tests check that
+    the two agree): the single-object attributes draw one-object scenes (``world.min_objects`` 1), ``count`` needs
+    two object counts. Without it, a world of 3-object scenes passed this stage and failed at ``prepare_probe``,
+    minutes in (docs/instrument.md H27). Never raises."""
+    w = world
+    out = []
+    for name, task in tasks.items():
+        if task.format != "scene_world":
+            continue
+        if task.attribute == "count" and w.min_objects == w.max_objects:
+            why = "count needs world.min_objects < world.max_objects"
+        elif task.attribute != "count" and w.min_objects != 1:
+            why = f"{task.attribute!r} needs single-object scenes (world.min_objects 1)"
+        else:
+            continue
+        out.append(f"evaluate.probe.tasks.{name}: {why}, got world.min_objects {w.min_objects}, world.max_objects "
+                   f"{w.max_objects} (drop the task, or keep min_objects 1 and draw the corpus's object counts with "
+                   "world.object_count_weights)")
+    return out
+
+
 def check_params_stage(params: Params) -> dict:
-    """Write the marker of a valid params file (the validation itself is :func:`~concrete_jungle.params.load_params`,
-    which :func:`~concrete_jungle.cli.run_stage` has run: it raises ParamsError naming every bad or missing key)."""
+    """Write the marker of a valid params file. Most of the validation is :func:`~concrete_jungle.params.load_params`,
+    which :func:`~concrete_jungle.cli.run_stage` has run (it raises ParamsError naming every bad or missing key);
+    this stage adds the checks across sections that only a later stage would otherwise meet
+    (:func:`world_probe_conflicts`).
+
+    Raises:
+        ValueError: naming every probe task the world cannot hold; nothing is written then.
+    """
     from concrete_jungle.io import atomic_write
 
+    conflicts = world_probe_conflicts(params.evaluate.probe.tasks, params.world)
+    if conflicts:
+        raise ValueError("the params file fails the pre-flight: " + "; ".join(conflicts))
     path = params.data_dir / "params_checked.txt"
     with atomic_write(path) as f:
         f.write(MARKER_TEXT)

@@ -197,6 +197,58 @@ def test_the_pre_flight_stage_names_an_unknown_key_and_writes_a_constant_marker(
     assert markers[0] == markers[1] and b"validated" in markers[0]  # a valid edit stales nothing by itself
 
 
+def _check_params_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_params_stage", REPO / "stages" / "check_params.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pre_flight_stage_refuses_probe_tasks_the_world_cannot_hold(tmp_path):
+    # H27's first run: a world of 3-object scenes (min_objects 3) passed check_params and failed at prepare_probe
+    # three minutes later; the pre-flight now names every task, and writes no marker
+    script = str(REPO / "stages" / "check_params.py")
+    raw = yaml.safe_load(PARAMS.read_text())
+    raw["world"].update(min_objects=3, object_count_weights=[1.0])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(raw))
+    proc = subprocess.run([sys.executable, script, "--params", str(bad)], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert ("evaluate.probe.tasks.shape: 'shape' needs single-object scenes (world.min_objects 1), got "
+            "world.min_objects 3, world.max_objects 3") in proc.stderr
+    assert "evaluate.probe.tasks.count: count needs world.min_objects < world.max_objects" in proc.stderr
+    assert not (tmp_path / "data").exists()
+    # the way such a world is drawn (pipelines/world_effnet_attn_long_clutter): min_objects 1, weights on 3 objects
+    raw["world"].update(min_objects=1, object_count_weights=[0.0, 0.0, 1.0])
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(raw))
+    subprocess.run([sys.executable, script, "--params", str(good)], cwd=tmp_path, check=True, capture_output=True)
+    assert (tmp_path / "data" / "world" / "params_checked.txt").exists()
+
+
+@pytest.mark.parametrize("attribute", ["shape", "position", "count"])
+@pytest.mark.parametrize("min_objects,max_objects", [(1, 3), (2, 3), (3, 3), (1, 1)])
+def test_the_pre_flight_probe_rule_is_prepare_probes_rule(tmp_path, attribute, min_objects, max_objects):
+    from concrete_jungle.evaluation.linear_probe import prepare_probe
+    from concrete_jungle.params import ProbeParams, WorldConfig
+
+    world = WorldConfig(min_objects=min_objects, max_objects=max_objects, object_count_weights=None)
+    probe = ProbeParams(tasks={"t": {"format": "scene_world", "attribute": attribute, "test_size": 4}},
+                        train_size=8, val_size=2, Cs=[1.0])
+    refused = _check_params_module().world_probe_conflicts(probe.tasks, world)
+    try:
+        prepare_probe(probe, world, tmp_path, seed=0)
+        prepared = True
+    except ValueError as err:
+        assert "needs" in str(err)
+        prepared = False
+    assert prepared == (not refused)
+    assert bool(refused) == ((attribute != "count" and min_objects != 1)
+                             or (attribute == "count" and min_objects == max_objects))
+
+
 def test_heldout_bins_must_span_the_concreteness_scale():
     # issue 22 item 3: bins that leave part of 1-5 uncovered used to pass the params and fail at scoring, after every
     # model was trained, on the first pair outside them
