@@ -22,6 +22,14 @@ _EFFNET_WORLD: dict[str, Any] = {"base_model.model.lock_image": True, "concretep
 _EFFNET_ATTN_LONG: dict[str, Any] = {"base_model.model.name": "cj-world-effnet-attn", **_EFFNET_WORLD, "train.lr": 1e-3,
                                      "train.epochs": 22, "train.max_steps": 800, "train.curve_every": 100}
 
+# H27: fix candidate 4 on D_hc alone (its control arm and `clip`) in a cluttered world (see the profile below)
+_CLUTTER: dict[str, Any] = {
+    **_EFFNET_ATTN_LONG, "concreteplant.datasets": ["hc"], "train.datasets": ["hc"], "train.margin_losses": [],
+    "concreteplant.rewriter.prefer_in_caption": True, "world.object_count_weights": [0.0, 0.0, 1.0],
+    "world.distractor_prob": 0.0, "world.shapes": ["circle", "square", "triangle", "star"],
+    "world.colours": {"red": [220, 40, 40], "green": [40, 170, 60], "blue": [45, 85, 225], "yellow": [240, 210, 40]},
+    "world.materials": ["plain", "striped", "dotted"]}
+
 DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # seeds: the whole world study replicated (scenes, benchmark, base model, ConcretePlant sampling, fine-tunes)
     "world_seed1": ("params.yaml", {"seed": 1}),
@@ -71,13 +79,10 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     # (min_objects stays 1: the probes draw single-object scenes), drawn from a small palette
     # (4 colours, 4 shapes, 3 materials), so random in-batch scenes share most of a caption's words and a D_hc edit
     # with a substitute already in the caption (prefer_in_caption) needs binding; D_hc, its control arm and `clip`
-    "world_effnet_attn_long_clutter": ("params.yaml", {
-        **_EFFNET_ATTN_LONG, "concreteplant.datasets": ["hc"], "train.datasets": ["hc"], "train.margin_losses": [],
-        "concreteplant.rewriter.prefer_in_caption": True, "world.object_count_weights": [0.0, 0.0, 1.0],
-        "world.distractor_prob": 0.0, "world.shapes": ["circle", "square", "triangle", "star"],
-        "world.colours": {"red": [220, 40, 40], "green": [40, 170, 60], "blue": [45, 85, 225],
-                          "yellow": [240, 210, 40]},
-        "world.materials": ["plain", "striped", "dotted"]}),
+    "world_effnet_attn_long_clutter": ("params.yaml", _CLUTTER),
+    # H27 decided as H17 decided seed 0: the cluttered world with four times the held-out anchors (~1,240 D_hc pairs)
+    "world_effnet_attn_long_clutter_h20": ("params.yaml", {
+        **_CLUTTER, "corpus.heldout_fraction": 0.2}),
     # issue 21: the world study with its fine-tunes streaming WebDataset tar shards (stage shards) instead of the
     # JSONL: the same inputs, another order (each rank and worker its own part of an epoch, a shuffle buffer)
     "world_wds": ("params.yaml", {"train.data_format": "webdataset", "train.samples_per_shard": 500}),
