@@ -283,7 +283,7 @@ def main(argv=None) -> dict:
                 st = control_stats(dict(enumerate(a.tolist())), dict(enumerate(b.tolist())), min_gain=pc.min_gain,
                                    alpha=pc.alpha, power=pc.power, n_resamples=pc.bootstrap_resamples,
                                    confidence_level=pc.confidence_level, seed=0, headroom_share=pc.headroom_share)
-                row[key] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in st.items()}
+                row[key] = {k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in st.items()}
             result["gain"].append(row)
             print("gain", row, flush=True)
     for name in runs:
