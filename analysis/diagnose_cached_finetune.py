@@ -78,6 +78,9 @@ def main(argv=None) -> dict:
                     help="score the dataset's text-side pairs (TOT) of the heldout suite too (the real profile)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
+    bad = sorted(set(args.runs.split(",")) - {"hard", "negclip", "clip"})
+    if bad or ("hard" in args.runs.split(",") and "negclip" in args.runs.split(",")):
+        ap.error(f"--runs {args.runs!r}: runs are hard, negclip and clip, at most one of hard / negclip")
     t0 = time.time()
     torch.manual_seed(args.seed)
     params = load_params(args.params)
@@ -116,7 +119,7 @@ def main(argv=None) -> dict:
     ft_v, ft_n = maps([r["image"] for r in fit]), maps([r["negative_image"] for r in fit])
     # per-channel spread of the training maps ([1, C, 1, 1]; [1, C] for a pooling trunk's vectors)
     map_std = tr_v.std(dim=tuple(d for d in range(tr_v.ndim) if d != 1), keepdim=True)
-    cp_v = maps([r["image"] for r in corpus]) if "clip" in args.runs else None
+    cp_v = maps([r["image"] for r in corpus]) if "clip" in args.runs.split(",") else None
     cache_s = time.time() - t_cache
     tok = bundle.tokenizer
     tr_t, tr_tn = tok([r["caption"] for r in train]), tok([r["negative_caption"] for r in train])
