@@ -56,6 +56,7 @@ def main(argv=None) -> dict:
     from concrete_jungle.io import load_rgb, read_jsonl, write_json
     from concrete_jungle.machine import machine_info
     from concrete_jungle.models.checkpoints import load_model
+    from concrete_jungle.models.encoding import cut_padding, text_pad_id
     from concrete_jungle.params import load_params
 
     ap = harness_parser(__doc__, steps=600, lr=2e-4)
@@ -78,8 +79,9 @@ def main(argv=None) -> dict:
                     help="score the dataset's text-side pairs (TOT) of the heldout suite too (the real profile)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    bad = sorted(set(args.runs.split(",")) - {"hard", "negclip", "clip"})
-    if bad or ("hard" in args.runs.split(",") and "negclip" in args.runs.split(",")):
+    runs = args.runs.split(",")
+    bad = sorted(set(runs) - {"hard", "negclip", "clip"})
+    if bad or ("hard" in runs and "negclip" in runs):
         ap.error(f"--runs {args.runs!r}: runs are hard, negclip and clip, at most one of hard / negclip")
     t0 = time.time()
     torch.manual_seed(args.seed)
@@ -119,7 +121,7 @@ def main(argv=None) -> dict:
     ft_v, ft_n = maps([r["image"] for r in fit]), maps([r["negative_image"] for r in fit])
     # per-channel spread of the training maps ([1, C, 1, 1]; [1, C] for a pooling trunk's vectors)
     map_std = tr_v.std(dim=tuple(d for d in range(tr_v.ndim) if d != 1), keepdim=True)
-    cp_v = maps([r["image"] for r in corpus]) if "clip" in args.runs.split(",") else None
+    cp_v = maps([r["image"] for r in corpus]) if "clip" in runs else None
     cache_s = time.time() - t_cache
     tok = bundle.tokenizer
     tr_t, tr_tn = tok([r["caption"] for r in train]), tok([r["negative_caption"] for r in train])
@@ -127,13 +129,11 @@ def main(argv=None) -> dict:
     ft_t, ft_tn = tok([r["caption"] for r in fit]), tok([r["negative_caption"] for r in fit])
     cp_t = tok([r["anchor"] for r in corpus])
     types = sorted({r["type"] for r in heldout})
-    hf_text = hasattr(base, "text") and hasattr(getattr(base.text, "config", None), "pad_token_id")
-    pad_id = base.text.config.pad_token_id if hf_text else None
+    pad_id = text_pad_id(base)
+    hf_text = pad_id is not None
 
     def encode_text(model, t):  # [M, D] unnormalised; an HF tower gets the tokens cut after the longest caption
-        if hf_text:
-            t = t[:, :max(1, int((t != pad_id).any(0).nonzero().max()) + 1)]
-        return model.encode_text(t)
+        return model.encode_text(cut_padding(t, pad_id))
 
     trim_check = None
     if hf_text:
@@ -216,7 +216,6 @@ def main(argv=None) -> dict:
             return (step + 1) / warm
         return 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
 
-    runs = args.runs.split(",")
     state = {}
     for name in runs:
         model = copy.deepcopy(base)

@@ -1,5 +1,6 @@
 """Padding in the real profile's text tower: MiniLM-L6 fed captions padded to the context (64 tokens, as the trainer
-and the encoder do today) against the same tokens cut after the batch's longest caption (docs/instrument.md H29).
+and the encoder do today) against the same tokens cut after the batch's longest caption (``models/encoding.py`` cut_padding, which the
+trainer and the encoders apply; docs/instrument.md H29).
 
 The LiT base's text tower (open_clip ``HFTextEncoder``: MiniLM-L6, mean pooling over the attention mask, linear
 projection; ``cj-lit-effnetlite0-minilm``, the offline pretrained weights) masks padding, so both give the same
@@ -29,18 +30,11 @@ CAPTIONS = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coc
     "captions_val2017.json"
 
 
-def cut_padding(tokens, pad_id: int):
-    """``tokens`` ``[M, L]`` without the columns after the last non-pad token of any row (at least one column)."""
-    import torch
-
-    keep = (tokens != pad_id).any(0).nonzero()
-    return tokens[:, :int(keep.max()) + 1 if len(keep) else 1] if torch.is_tensor(tokens) else tokens
-
-
 def main(argv=None) -> dict:
     import torch
 
     from concrete_jungle.machine import machine_info
+    from concrete_jungle.models.encoding import cut_padding, text_pad_id
     from concrete_jungle.models.build import build_model
     from concrete_jungle.params import ModelSpec
 
@@ -55,7 +49,7 @@ def main(argv=None) -> dict:
     text = model.text
     captions = [a["caption"].strip() for a in json.loads(CAPTIONS.read_text(encoding="utf-8"))["annotations"]]
     tokens = bundle.tokenizer(captions[:args.n])
-    pad_id = text.config.pad_token_id
+    pad_id = text_pad_id(model)
     cut = cut_padding(tokens, pad_id)
     with torch.no_grad():
         diff = float((text(tokens) - text(cut)).abs().max())

@@ -15,24 +15,18 @@ MARKER_TEXT = "the params file was validated before any stage ran (stages/check_
 
 def world_probe_conflicts(tasks, world) -> list[str]:
     """The ``scene_world`` probe tasks (``tasks``: ``evaluate.probe.tasks``, name -> ProbeTask) that ``world`` (the
-    params' WorldConfig) cannot hold, one message each naming the task, or ``[]``. The rule is
-    :func:`concrete_jungle.evaluation.linear_probe.prepare_probe`'s (tests check that the two agree): the
-    single-object attributes draw one-object scenes (``world.min_objects`` 1), ``count`` needs two object counts.
-    Without it, a world of 3-object scenes passed this stage and failed at ``prepare_probe``, minutes in
+    params' WorldConfig) cannot hold, one message each naming the task, or ``[]``, by
+    :func:`concrete_jungle.suites_config.world_task_conflict`, the rule ``prepare_probe`` applies minutes in
     (docs/instrument.md H27). Never raises."""
+    from concrete_jungle.suites_config import world_task_conflict
+
     out = []
     for name, task in tasks.items():
-        if task.format != "scene_world":
-            continue
-        if task.attribute == "count" and world.min_objects == world.max_objects:
-            why = "count needs world.min_objects < world.max_objects"
-        elif task.attribute != "count" and world.min_objects != 1:
-            why = f"{task.attribute!r} needs single-object scenes (world.min_objects 1)"
-        else:
-            continue
-        out.append(f"evaluate.probe.tasks.{name}: {why}, got world.min_objects {world.min_objects}, "
-                   f"world.max_objects {world.max_objects} (drop the task, or keep min_objects 1 and draw the "
-                   "corpus's object counts with world.object_count_weights)")
+        why = world_task_conflict(task.attribute, world) if task.format == "scene_world" else None
+        if why:
+            out.append(f"evaluate.probe.tasks.{name}: {why}, got world.min_objects {world.min_objects}, "
+                       f"world.max_objects {world.max_objects} (drop the task, or keep min_objects 1 and draw the "
+                       "corpus's object counts with world.object_count_weights)")
     return out
 
 

@@ -23,7 +23,7 @@ from concrete_jungle.models.build import (
     register_model_configs,
 )
 from concrete_jungle.models.checkpoints import MINILM_PATH_PLACEHOLDER, load_model, save_checkpoint
-from concrete_jungle.models.encoding import encode_images, encode_texts
+from concrete_jungle.models.encoding import cut_padding, encode_images, encode_texts, text_pad_id
 from concrete_jungle.params import LIT_MODEL_NAME, ModelSpec
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -433,6 +433,31 @@ def test_lit_trunk_classifies_a_real_photo(lit, imagenet_head, relpath, imagenet
         lit.model.train()
     assert int(probs.argmax()) == imagenet_class
     assert float(probs[imagenet_class]) > min_prob
+
+
+def test_cut_padding_keeps_the_columns_up_to_the_longest_caption():
+    tokens = torch.tensor([[5, 7, 0, 0, 0], [5, 0, 9, 0, 0], [0, 0, 0, 0, 0]])
+    assert cut_padding(tokens, 0).tolist() == [[5, 7, 0], [5, 0, 9], [0, 0, 0]]  # a pad inside a row stays
+    assert cut_padding(tokens, None) is tokens  # a tower that does not mask padding: as built
+    assert cut_padding(torch.zeros(2, 4, dtype=torch.long), 0).shape == (2, 1)  # pads only: one column
+    assert cut_padding(torch.zeros(0, 4, dtype=torch.long), 0).shape == (0, 4)
+    assert cut_padding(torch.tensor([[1, 2, 3]]), 0).shape == (1, 3)  # nothing to cut
+
+
+def test_only_a_tower_that_masks_padding_is_cut(world, lit):
+    assert text_pad_id(world.model) is None  # open_clip's causal tower: fed as built
+    assert text_pad_id(lit.model) == 0  # MiniLM-L6's [PAD]
+    tokens = lit.tokenizer(TEXTS)
+    assert tokens.shape == (3, 64) and int((tokens != 0).sum(1).max()) == 12  # "... left of a blue square": 12
+    cut = cut_padding(tokens, 0)
+    assert cut.shape == (3, 12)
+    text = lit.model.text.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(text(cut), text(tokens), atol=1e-5, rtol=0)  # the embeddings of 64 tokens
+    # and encode_texts (which cuts) gives the padded embeddings, normalised
+    with torch.no_grad():
+        padded = torch.nn.functional.normalize(lit.model.encode_text(tokens), dim=-1)
+    torch.testing.assert_close(encode_texts(lit, TEXTS, 2), padded, atol=1e-5, rtol=0)
 
 
 def test_lit_save_load_roundtrip(tmp_path, lit):

@@ -170,6 +170,36 @@ def _toy_step_batch():
             "concreteness": torch.tensor([3.0, 4.0, 5.0]), "valid": torch.tensor([True, True, False])}
 
 
+class _PaddedText(torch.nn.Module):
+    """A text tower that masks padding (``config.pad_token_id`` 0, as open_clip's HFTextEncoder): mean of the
+    embeddings of the non-pad tokens; records the width of the tokens it was fed."""
+
+    def __init__(self):
+        super().__init__()
+        self.config, self.widths = type("Config", (), {"pad_token_id": 0})(), []
+        self.embed = torch.nn.Embedding(10, 4)
+
+    def forward(self, tokens):
+        self.widths.append(tokens.shape[1])
+        mask = (tokens != 0).unsqueeze(-1).float()
+        return (self.embed(tokens) * mask).sum(1) / mask.sum(1)
+
+
+def test_train_step_feeds_a_padding_masking_tower_the_batch_cut_after_its_longest_caption():
+    batch = {**_toy_step_batch(), "texts": torch.tensor([[3, 4, 0, 0, 0, 0]] * 5 + [[5, 6, 7, 0, 0, 0]])}
+    losses = []
+    for cut in (True, False):
+        model = _Toy()
+        model.text = _PaddedText()
+        if not cut:  # the same tower seen as one that does not mask padding: fed all 6 columns
+            model.text.config = None
+        out = train_step(model, batch, CementLoss(MarginConfig()), torch.optim.AdamW(model.parameters(), lr=1e-3),
+                         lr=1e-3, step=0, hard_negatives=True)
+        assert model.text.widths == [3 if cut else 6]
+        losses.append(float(out["loss"]))
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+
+
 def test_train_step_clamps_the_raw_logit_scale_to_ln_100():
     model = _Toy(raw_scale=5.0)  # exp(5) = 148 > 100
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -145,6 +145,17 @@ def check_probe_cs(Cs, bounds: tuple[float, float] = PROBE_C_BOUNDS, key: str = 
     return cs
 
 
+def world_task_conflict(attribute: str, world_cfg) -> str | None:
+    """Why a ``scene_world`` probe task of ``attribute`` cannot be drawn from ``world_cfg`` (the params'
+    WorldConfig), or None: the single-object attributes draw one-object scenes (``min_objects`` 1), ``count`` needs
+    two object counts (``min_objects < max_objects``). The one rule of ``evaluation/linear_probe.py`` prepare_probe
+    and of the pre-flight (stages/check_params.py, docs/instrument.md H27). Never raises."""
+    if attribute == "count":
+        return ("count needs world.min_objects < world.max_objects"
+                if world_cfg.min_objects == world_cfg.max_objects else None)
+    return None if world_cfg.min_objects == 1 else f"{attribute!r} needs single-object scenes (world.min_objects 1)"
+
+
 class ProbeParams(_Section):
     """Logistic-regression probes (scikit-learn) with the regularisation chosen on the 800/200 split, then refit on
     all 1,000 (VTAB-1k protocol). ``Cs`` is the grid the search for C starts from: distinct positive values within

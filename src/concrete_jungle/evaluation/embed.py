@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from concrete_jungle.evaluation.suite import EmbeddingCache, read_suite
 from concrete_jungle.io import load_rgb
+from concrete_jungle.models.encoding import cut_padding, text_pad_id
 
 __all__ = ["SUITE_ORDER", "embed_suites", "set_precision"]
 
@@ -43,7 +44,8 @@ def set_precision(bundle, precision: str) -> None:
 def _encode(bundles: Mapping[str, object], inputs: Sequence[str], kind: str, batch_size: int,
             desc: str) -> dict[str, np.ndarray]:
     """``{label: float32 [len(inputs), D]}``: each batch prepared once (decoded + preprocessed images, or tokens
-    per tokenizer) and encoded by every model."""
+    per tokenizer, cut after the batch's longest caption for a tower that masks padding) and encoded by every
+    model."""
     out: dict[str, list[np.ndarray]] = {label: [] for label in bundles}
     first = next(iter(bundles.values()))
     shared = all(repr(b.preprocess_val) == repr(first.preprocess_val) for b in bundles.values())
@@ -58,7 +60,8 @@ def _encode(bundles: Mapping[str, object], inputs: Sequence[str], kind: str, bat
                     x = pixels if pixels is not None else torch.stack([bundle.preprocess_val(im) for im in pil])
                     feats = bundle.model.encode_image(x.to(bundle.device))
                 else:
-                    feats = bundle.model.encode_text(bundle.tokenizer(chunk).to(bundle.device))
+                    tokens = cut_padding(bundle.tokenizer(chunk), text_pad_id(bundle.model))
+                    feats = bundle.model.encode_text(tokens.to(bundle.device))
             out[label].append(torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy())
     dim = {label: int(b.embed_dim) for label, b in bundles.items()}
     return {label: (np.concatenate(rows) if rows else np.zeros((0, dim[label]), np.float32))

@@ -46,7 +46,7 @@ import numpy as np
 from concrete_jungle.evaluation.suite import (DataAbsent, EmbeddingCache, read_suite, require_path, unavailable,
                                               write_suite)
 from concrete_jungle.io import check_image, confined_path, read_json, save_png, write_json
-from concrete_jungle.suites_config import PROBE_C_BOUNDS, check_probe_cs
+from concrete_jungle.suites_config import PROBE_C_BOUNDS, check_probe_cs, world_task_conflict
 
 __all__ = ["VTAB1K_TASKS", "VTAB1K_ALIASES", "WORLD_ATTRIBUTES", "PROBE_STREAM", "IMAGE_EXTENSIONS", "LabelledImages",
            "C_BOUNDS", "C_STEP", "select_c", "vtab_task_group", "vtab_group_means", "vtab_linear_probe",
@@ -789,10 +789,9 @@ def prepare_probe(cfg, world_cfg, out_dir: str | os.PathLike, seed: int,
         if world_cfg is None:
             raise ValueError(f"probe task {name!r}: format scene_world needs the world config")
         pool = "count" if t.attribute == "count" else "single"
-        if pool == "single" and world_cfg.min_objects != 1:
-            raise ValueError(f"probe task {name!r}: {t.attribute!r} needs single-object scenes (world.min_objects 1)")
-        if pool == "count" and world_cfg.max_objects == world_cfg.min_objects:
-            raise ValueError(f"probe task {name!r}: count needs world.min_objects < world.max_objects")
+        conflict = world_task_conflict(t.attribute, world_cfg)
+        if conflict:
+            raise ValueError(f"probe task {name!r}: {conflict}")
         pool_test[pool] = max(pool_test.get(pool, 0), t.test_size or cfg.train_size)
     pools = {p: _world_pool(p, world_cfg, cfg.train_size, n, out_dir, seed, cfg.seed, exclude)
              for p, n in sorted(pool_test.items())}
