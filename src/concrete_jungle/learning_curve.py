@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from concrete_jungle.io import atomic_write, load_rgb
+from concrete_jungle.models.encoding import cut_padding, text_pad_id
 
 __all__ = ["CURVE_DIR", "HeldoutCurve", "curve_groups", "read_curves"]
 
@@ -111,7 +112,8 @@ class HeldoutCurve:
                     if pixels is not None:
                         f = model.encode_image(pixels[s:s + self.batch_size].to(dev))
                     else:
-                        f = model.encode_text(self.bundle.tokenizer(list(texts[s:s + self.batch_size])).to(dev))
+                        tokens = self.bundle.tokenizer(list(texts[s:s + self.batch_size]))
+                        f = model.encode_text(cut_padding(tokens, text_pad_id(model)).to(dev))
                 out.append(torch.nn.functional.normalize(f.float(), dim=-1).cpu())
         finally:
             self.bundle.spec = spec
