@@ -48,6 +48,13 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
     **{f"real_seed{s}": ("pipelines/real/params.yaml", {"seed": s, "concreteplant.datasets": ["hc", "lc"],
                                                          "train.datasets": ["hc", "lc"]})
        for s in (1, 2)},
+    # H32 (docs/instrument.md): the real profile's control arm on D_lc under the world's lever (H29: 300 steps at
+    # lr 1e-4 lifted held-out TOT 69.0 -> 74.2 % on real_seed1, underpowered at 920 text-side pairs), decided on 4,000
+    # text-side pairs; NegCLIP's layout (H31) beside InfoNCE as a treatment; no margin losses (time)
+    "real_long_seed1": ("pipelines/real/params.yaml", {
+        "seed": 1, "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["lc"],
+        "train.losses": ["infonce", "negclip"], "train.margin_losses": [], "train.epochs": 30, "train.lr": 1e-4,
+        "train.curve_every": 25, "train.checkpoint_every": 100, "evaluate.heldout.max_text_pairs": 4000}),
     # visual concreteness (Hessel et al. 2018) instead of Brysbaert: D_hc / D_lc built from it (paper Sec. 5)
     "world_visual": ("params.yaml", {"concreteplant.concreteness": "visual", "concreteplant.datasets": ["hc", "lc"],
                                      "train.datasets": ["hc", "lc"]}),
