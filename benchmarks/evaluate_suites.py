@@ -40,13 +40,17 @@ from concrete_jungle.machine import machine_info
 
 
 def encode_union(bundle, images: list[str], texts: list[str], batch_size: int) -> None:
-    """The reference: decode + preprocess + encode every unique input once, nothing written."""
+    """The reference: decode + preprocess + encode every unique input once, nothing written (captions cut after each
+    batch's longest for a tower that masks padding, as the evaluation does)."""
+    from concrete_jungle.models.encoding import cut_padding, text_pad_id
+
+    pad_id = text_pad_id(bundle.model)
     with torch.no_grad(), bundle.autocast():
         for s in range(0, len(images), batch_size):
             x = torch.stack([bundle.preprocess_val(load_rgb(p)) for p in images[s:s + batch_size]])
             bundle.model.encode_image(x)
         for s in range(0, len(texts), batch_size):
-            bundle.model.encode_text(bundle.tokenizer(texts[s:s + batch_size]))
+            bundle.model.encode_text(cut_padding(bundle.tokenizer(texts[s:s + batch_size]), pad_id))
 
 
 def evaluate_all(params, bundle, label: str, suite_dirs: dict, work: Path) -> None:

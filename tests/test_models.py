@@ -451,13 +451,18 @@ def test_only_a_tower_that_masks_padding_is_cut(world, lit):
     assert tokens.shape == (3, 64) and int((tokens != 0).sum(1).max()) == 12  # "... left of a blue square": 12
     cut = cut_padding(tokens, 0)
     assert cut.shape == (3, 12)
-    text = lit.model.text.eval()
-    with torch.no_grad():
-        torch.testing.assert_close(text(cut), text(tokens), atol=1e-5, rtol=0)  # the embeddings of 64 tokens
-    # and encode_texts (which cuts) gives the padded embeddings, normalised
-    with torch.no_grad():
-        padded = torch.nn.functional.normalize(lit.model.encode_text(tokens), dim=-1)
+    was_training = lit.model.training
+    lit.model.eval()  # no dropout (restored below: the fixture is shared)
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(lit.model.text(cut), lit.model.text(tokens), atol=1e-5, rtol=0)  # 64 tokens
+            padded = torch.nn.functional.normalize(lit.model.encode_text(tokens), dim=-1)
+    finally:
+        lit.model.train(was_training)
+    # encode_texts (which cuts, in eval mode) gives the padded embeddings, normalised
     torch.testing.assert_close(encode_texts(lit, TEXTS, 2), padded, atol=1e-5, rtol=0)
+    # a model wrapped for data parallelism (``.module``) is looked through
+    assert text_pad_id(type("Wrapped", (), {"module": lit.model})()) == 0
 
 
 def test_lit_save_load_roundtrip(tmp_path, lit):
