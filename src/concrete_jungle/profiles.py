@@ -55,6 +55,13 @@ DERIVED: dict[str, tuple[str, dict[str, Any]]] = {
         "seed": 1, "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["lc"],
         "train.losses": ["infonce", "negclip"], "train.margin_losses": [], "train.epochs": 30, "train.lr": 1e-4,
         "train.curve_every": 25, "train.checkpoint_every": 100, "evaluate.heldout.max_text_pairs": 4000}),
+    # H33: NegCLIP's layout as the real profile's control arm (its ConcreteBatch's images are retrieved, not edited),
+    # decided on a seed that did not choose it: seed 2, D_hc and D_lc, H32's schedule, 4,000 text-side pairs each
+    "real_long_seed2": ("pipelines/real/params.yaml", {
+        "seed": 2, "concreteplant.datasets": ["hc", "lc"], "train.datasets": ["hc", "lc"],
+        "train.losses": ["negclip"], "train.margin_losses": [], "train.epochs": 30, "train.lr": 1e-4,
+        "train.curve_every": 25, "train.checkpoint_every": 100, "evaluate.heldout.max_text_pairs": 4000,
+        "evaluate.positive_control.control_losses": ["negclip"]}),
     # visual concreteness (Hessel et al. 2018) instead of Brysbaert: D_hc / D_lc built from it (paper Sec. 5)
     "world_visual": ("params.yaml", {"concreteplant.concreteness": "visual", "concreteplant.datasets": ["hc", "lc"],
                                      "train.datasets": ["hc", "lc"]}),
