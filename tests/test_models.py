@@ -23,7 +23,7 @@ from concrete_jungle.models.build import (
     register_model_configs,
 )
 from concrete_jungle.models.checkpoints import MINILM_PATH_PLACEHOLDER, load_model, save_checkpoint
-from concrete_jungle.models.encoding import cut_padding, encode_images, encode_texts, text_pad_id
+from concrete_jungle.models.encoding import cut_padding, encode_images, encode_texts, padding_width, text_pad_id
 from concrete_jungle.params import LIT_MODEL_NAME, ModelSpec
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -442,6 +442,10 @@ def test_cut_padding_keeps_the_columns_up_to_the_longest_caption():
     assert cut_padding(torch.zeros(2, 4, dtype=torch.long), 0).shape == (2, 1)  # pads only: one column
     assert cut_padding(torch.zeros(0, 4, dtype=torch.long), 0).shape == (0, 4)
     assert cut_padding(torch.tensor([[1, 2, 3]]), 0).shape == (1, 3)  # nothing to cut
+    assert cut_padding(tokens, 0).data_ptr() == tokens.data_ptr()  # a view, no copy
+    assert [padding_width(t, p) for t, p in ((tokens, 0), (tokens, None), (torch.zeros(2, 4, dtype=torch.long), 0),
+                                             (torch.zeros(0, 4, dtype=torch.long), 0), (torch.tensor([1, 0]), 0))] \
+        == [3, None, 1, None, None]
 
 
 def test_only_a_tower_that_masks_padding_is_cut(world, lit):

@@ -200,6 +200,19 @@ def test_train_step_feeds_a_padding_masking_tower_the_batch_cut_after_its_longes
     assert losses[0] == pytest.approx(losses[1], abs=1e-6)
 
 
+def test_train_step_copies_the_whole_token_tensor_and_cuts_it_after_the_copy():
+    """A slice is not contiguous: copied from pinned memory it would go through pageable memory and wait for the
+    device. The step copies the whole (contiguous) tensor and cuts it after the copy."""
+    texts = torch.tensor([[3, 4, 0, 0, 0, 0]] * 5 + [[5, 6, 7, 0, 0, 0]])
+    copied, to = [], texts.to
+    texts.to = lambda *args, **kwargs: (copied.append(tuple(texts.shape)), to(*args, **kwargs))[1]
+    model = _Toy()
+    model.text = _PaddedText()
+    train_step(model, {**_toy_step_batch(), "texts": texts}, CementLoss(MarginConfig()),
+               torch.optim.AdamW(model.parameters(), lr=1e-3), lr=1e-3, step=0, hard_negatives=True)
+    assert copied == [(6, 6)] and model.text.widths == [3]
+
+
 def test_train_step_clamps_the_raw_logit_scale_to_ln_100():
     model = _Toy(raw_scale=5.0)  # exp(5) = 148 > 100
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

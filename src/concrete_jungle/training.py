@@ -96,7 +96,7 @@ from concrete_jungle.datasets import (  # noqa: F401 (the training inputs, re-ex
 )
 from concrete_jungle.losses import evaluate_loss
 from concrete_jungle.machine import machine_info, resolve_precision
-from concrete_jungle.models.encoding import cut_padding, text_pad_id
+from concrete_jungle.models.encoding import padding_width, text_pad_id
 from concrete_jungle.shards import ShardStream, stream_steps
 from concrete_jungle.resume import (  # noqa: F401 (the training state, re-exported)
     STATE_FORMAT_VERSION,
@@ -214,7 +214,8 @@ def train_step(
             (:func:`collate_hard_negatives`; ``images`` ``[N,3,H,W]`` for losses without hard-negative images) or
             ``{"images": [N,...], "texts": [N,L]}`` (:func:`collate_pairs`); the local shard under DDP; CPU
             tensors (pinned for asynchronous copies) or already on the device. CPU ``texts`` for a text tower that
-            masks padding are cut after the batch's longest caption first (``models/encoding.py`` cut_padding).
+            masks padding are cut after the batch's longest caption (``models/encoding.py`` padding_width): the
+            width is read on the CPU, the whole tensor copied, the cut made on the device.
         loss_fn: loss module (see above).
         optimizer: its ``param_groups`` get ``lr`` before the step.
         lr: learning rate of this step.
@@ -244,9 +245,12 @@ def train_step(
     device = next(raw.parameters()).device
     images = batch["images"].to(device, non_blocking=True)
     texts = batch["texts"]
-    if texts.device.type == "cpu":  # a tower that masks padding: cut after the batch's longest caption (same loss)
-        texts = cut_padding(texts, text_pad_id(raw))
+    # a tower that masks padding: cut after the batch's longest caption (the same loss), the width read on the CPU;
+    # the whole tensor is copied (a slice is not contiguous: it would leave pinned memory and wait for the device)
+    width = padding_width(texts, text_pad_id(raw)) if texts.device.type == "cpu" else None
     texts = texts.to(device, non_blocking=True)
+    if width is not None:
+        texts = texts[:, :width]
     optimizer.zero_grad(set_to_none=True)
     with autocast():
         out = model(images, texts)

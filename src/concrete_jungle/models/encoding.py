@@ -24,7 +24,7 @@ from concrete_jungle.io import load_rgb
 if TYPE_CHECKING:
     from concrete_jungle.models.build import ModelBundle
 
-__all__ = ["cut_padding", "encode_image_files", "encode_images", "encode_texts", "text_pad_id"]
+__all__ = ["cut_padding", "encode_image_files", "encode_images", "encode_texts", "padding_width", "text_pad_id"]
 
 
 def text_pad_id(model: torch.nn.Module) -> int | None:
@@ -41,16 +41,26 @@ def text_pad_id(model: torch.nn.Module) -> int | None:
     return int(pad) if isinstance(pad, int) and not isinstance(pad, bool) else None
 
 
-def cut_padding(tokens: torch.Tensor, pad_id: int | None) -> torch.Tensor:
-    """``tokens`` ``[M, L]`` (token ids) without the columns after the last non-pad token of any row: ``[M, L']``,
-    ``1 <= L' <= L`` (a view). ``pad_id`` None (a tower that does not mask padding, :func:`text_pad_id`), an empty
-    batch or a batch of pad tokens only: ``tokens`` unchanged, resp. its first column. Call it on CPU tokens (it reads
-    the ids: on an accelerator it waits for the device). Never raises for a 2-D tensor.
+def padding_width(tokens: torch.Tensor, pad_id: int | None) -> int | None:
+    """How many columns of ``tokens`` ``[M, L]`` (token ids) reach the last non-pad token of any row: ``1 <= L' <=
+    L``; 1 for a batch of pad tokens only. None where nothing is cut: ``pad_id`` None (a tower that does not mask
+    padding, :func:`text_pad_id`), an empty batch, a tensor that is not 2-D. Reads the ids: call it on CPU tokens (on
+    an accelerator it waits for the device). Never raises.
     """
     if pad_id is None or tokens.ndim != 2 or tokens.shape[0] == 0:
-        return tokens
+        return None
     real = (tokens != pad_id).any(0).nonzero()
-    return tokens[:, :int(real.max()) + 1 if len(real) else 1]
+    return int(real.max()) + 1 if len(real) else 1
+
+
+def cut_padding(tokens: torch.Tensor, pad_id: int | None) -> torch.Tensor:
+    """``tokens`` ``[M, L]`` (token ids) without the columns after the last non-pad token of any row: ``[M, L']``, a
+    view of ``tokens`` (:func:`padding_width`); ``tokens`` itself where nothing is cut (``pad_id`` None, an empty
+    batch, not 2-D). A view is not contiguous: to copy pinned CPU tokens to an accelerator asynchronously, copy the
+    whole tensor and cut it there with :func:`padding_width`'s width. Never raises.
+    """
+    width = padding_width(tokens, pad_id)
+    return tokens if width is None else tokens[:, :width]
 
 
 def _check_batch_size(batch_size: int) -> None:
