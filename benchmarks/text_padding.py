@@ -1,6 +1,6 @@
 """Padding in the real profile's text tower: MiniLM-L6 fed captions padded to the context (64 tokens, as the trainer
 and the encoders did before the cut) against the same tokens cut after the batch's longest caption
-(``models/encoding.py`` cut_padding, which the trainer and the encoders now apply; docs/instrument.md H29).
+(``models/encoding.py`` cut_padding, and padding_width in the trainer, which now apply it; docs/instrument.md H29).
 
 The LiT base's text tower (open_clip ``HFTextEncoder``: MiniLM-L6, mean pooling over the attention mask, linear
 projection; ``cj-lit-effnetlite0-minilm``, the offline pretrained weights) masks padding, so both give the same

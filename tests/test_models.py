@@ -444,8 +444,9 @@ def test_cut_padding_keeps_the_columns_up_to_the_longest_caption():
     assert cut_padding(torch.tensor([[1, 2, 3]]), 0).shape == (1, 3)  # nothing to cut
     assert cut_padding(tokens, 0).data_ptr() == tokens.data_ptr()  # a view, no copy
     assert [padding_width(t, p) for t, p in ((tokens, 0), (tokens, None), (torch.zeros(2, 4, dtype=torch.long), 0),
-                                             (torch.zeros(0, 4, dtype=torch.long), 0), (torch.tensor([1, 0]), 0))] \
-        == [3, None, 1, None, None]
+                                             (torch.zeros(0, 4, dtype=torch.long), 0), (torch.tensor([1, 0]), 0),
+                                             (torch.tensor([[1, 2, 3]]), 0))] \
+        == [3, None, 1, None, None, 3]
 
 
 def test_only_a_tower_that_masks_padding_is_cut(world, lit):

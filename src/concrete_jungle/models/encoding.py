@@ -42,12 +42,13 @@ def text_pad_id(model: torch.nn.Module) -> int | None:
 
 
 def padding_width(tokens: torch.Tensor, pad_id: int | None) -> int | None:
-    """How many columns of ``tokens`` ``[M, L]`` (token ids) reach the last non-pad token of any row: ``1 <= L' <=
-    L``; 1 for a batch of pad tokens only. None where nothing is cut: ``pad_id`` None (a tower that does not mask
-    padding, :func:`text_pad_id`), an empty batch, a tensor that is not 2-D. Reads the ids: call it on CPU tokens (on
-    an accelerator it waits for the device). Never raises.
+    """How many columns of ``tokens`` ``[M, L]`` (token ids) reach the last non-pad token of any row: ``L'``,
+    ``1 <= L' <= L`` (``L`` where the last column holds a real token; 1 for a batch of pad tokens only). None where no
+    width applies: ``pad_id`` None (a tower that does not mask padding, :func:`text_pad_id`), a tensor that is not
+    2-D or has no rows or no columns. Reads the ids: call it on CPU tokens (on an accelerator it waits for the device).
+    Never raises.
     """
-    if pad_id is None or tokens.ndim != 2 or tokens.shape[0] == 0:
+    if pad_id is None or tokens.ndim != 2 or 0 in tokens.shape:
         return None
     real = (tokens != pad_id).any(0).nonzero()
     return int(real.max()) + 1 if len(real) else 1
@@ -55,9 +56,10 @@ def padding_width(tokens: torch.Tensor, pad_id: int | None) -> int | None:
 
 def cut_padding(tokens: torch.Tensor, pad_id: int | None) -> torch.Tensor:
     """``tokens`` ``[M, L]`` (token ids) without the columns after the last non-pad token of any row: ``[M, L']``, a
-    view of ``tokens`` (:func:`padding_width`); ``tokens`` itself where nothing is cut (``pad_id`` None, an empty
-    batch, not 2-D). A view is not contiguous: to copy pinned CPU tokens to an accelerator asynchronously, copy the
-    whole tensor and cut it there with :func:`padding_width`'s width. Never raises.
+    view of ``tokens`` at :func:`padding_width`'s width; ``tokens`` itself where no width applies (``pad_id`` None,
+    not 2-D, no rows or columns). A view narrower than ``tokens`` is not contiguous (more than one row): to copy
+    pinned CPU tokens to an accelerator asynchronously, copy the whole tensor and cut it there at
+    :func:`padding_width`'s width (as ``training.py`` train_step does). Never raises.
     """
     width = padding_width(tokens, pad_id)
     return tokens if width is None else tokens[:, :width]
