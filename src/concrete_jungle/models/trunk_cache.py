@@ -22,12 +22,15 @@ process. Batched and one-at-a-time maps agree to float rounding (not bit for bit
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 
 import torch
 
 __all__ = ["trunk_cache_blocker", "trunk_map_transform", "fill_trunk_maps", "head_on_trunk_maps",
            "training_preprocess"]
+
+logger = logging.getLogger(__name__)
 
 
 def trunk_cache_blocker(model: torch.nn.Module, augment: bool) -> str | None:
@@ -164,8 +167,15 @@ def head_on_trunk_maps(model: torch.nn.Module) -> Iterator[None]:
 def training_preprocess(bundle, augment: bool, cache: bool) -> tuple[Callable, bool]:
     """The per-image transform of a training dataset, and whether it yields trunk maps (then train inside
     :func:`head_on_trunk_maps`): trunk maps when the datasets cache decoded inputs (``cache``) and
-    :func:`trunk_cache_blocker` clears the model, else ``bundle.preprocess_train`` / ``preprocess_val``."""
+    :func:`trunk_cache_blocker` clears the model, else ``bundle.preprocess_train`` / ``preprocess_val``. A trunk
+    that could be cached but is not (``cache`` False: DataLoader workers, streamed shards) is run every step: a
+    logged warning says so (the real profile's steps took 2-3x longer that way, docs/instrument.md H34)."""
     preprocess = bundle.preprocess_train if augment else bundle.preprocess_val
-    if not cache or trunk_cache_blocker(bundle.model, augment) is not None:
+    if trunk_cache_blocker(bundle.model, augment) is not None:
+        return preprocess, False
+    if not cache:
+        logger.warning("the image trunk is locked, but the training datasets cache no decoded inputs (DataLoader "
+                       "workers, train.num_workers > 0, or streamed shards): the trunk runs on every image of every "
+                       "step instead of once an image (train.num_workers 0 caches its maps; docs/instrument.md H34)")
         return preprocess, False
     return trunk_map_transform(bundle.model, preprocess), True
