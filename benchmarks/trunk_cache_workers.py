@@ -12,10 +12,10 @@ ConcreteBatch, one member (``<dataset>-<loss>``) for ``--steps`` steps under:
 - ``workers_0_trunk_maps``: as it trains with ``num_workers: 0``: the trunk's maps filled before the loop
   (``fill_trunk_maps``, timed apart as ``fill_s``), the head and text tower every step.
 
-The step time is the median interval between successive ``on_step_end`` calls after ``--warmup`` steps; ratio =
-median(config) / median(``workers_0_trunk_maps``). Both train the same seeded model on the same batches; the final
-logged losses are recorded (equal up to float order: the trunk runs in batches of 64 for the maps, 32 a step
-otherwise).
+The step time is the median interval between successive ``on_step_end`` calls after ``--warmup`` steps; each
+config runs ``--repeats`` times in ABBA order; ratio = the configs' medians of those step times. Both train the
+same seeded model on the same batches; the final logged losses are recorded (equal up to float order: the trunk
+runs in batches of 64 for the maps, 32 a step otherwise).
 
     python benchmarks/trunk_cache_workers.py --params pipelines/real_long_seed2/params.yaml --dataset lc
 """
@@ -47,7 +47,7 @@ RESULT = Path(__file__).resolve().parent / "results" / "trunk_cache_workers.json
 
 def run_config(params, dataset: str, loss: str, workers: int, steps: int, warmup: int, work: Path) -> dict:
     """One member's first ``steps`` steps with ``workers`` DataLoader workers (0: the trunk's maps cached)."""
-    cache = workers == 0  # as stages/train.py decides (augment off, JSONL)
+    cache = not params.train.augment and workers == 0  # stages/train.py's rule (JSONL: the stream never caches)
     bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
     preprocess, trunk_maps = training_preprocess(bundle, params.train.augment, cache)
     batch = read_jsonl(params.data_dir / "concreteplant" / dataset / "concretebatch.jsonl")
@@ -71,7 +71,8 @@ def run_config(params, dataset: str, loss: str, workers: int, steps: int, warmup
                                     on_step_end=lambda step: stamps.append(time.perf_counter()))
     wall = time.perf_counter() - t0
     intervals = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1:])]
-    return {"config": name, "workers": workers, "trunk_maps": trunk_maps, "steps": summary["steps"],
+    return {"config": name, "workers": workers, "trunk_maps": trunk_maps, "images": len(ds.image_paths()),
+            "steps": summary["steps"],
             "median_step_s": round(statistics.median(intervals), 3),
             "step_s": [round(x, 3) for x in intervals], "fill_s": fill_s, "wall_s_incl_startup": round(wall, 2),
             "final_loss": summary["loss"], "precision": summary["precision"]}
@@ -85,26 +86,32 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="workers of the uncached run (the profile's value)")
     parser.add_argument("--steps", type=int, default=24)
     parser.add_argument("--warmup", type=int, default=3, help="step intervals left out at the start")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of each config, in ABBA order (cached, workers, workers, cached, ...)")
     parser.add_argument("--note", default="", help="free text stored in the JSON (e.g. what else ran on the machine)")
     parser.add_argument("--out", type=Path, default=RESULT)
     args = parser.parse_args(argv)
     params = load_params(args.params)
     if not LOSSES[args.loss].needs_hard_negatives:
         raise SystemExit(f"trunk_cache_workers: --loss {args.loss} trains without hard negatives")
+    if params.train.data_format != "jsonl" or params.train.augment:
+        raise SystemExit(f"trunk_cache_workers: {args.params} streams shards or augments: nothing is cached")
     load_before = os.getloadavg()
+    order = [w for k in range(args.repeats) for w in ((0, args.workers) if k % 2 == 0 else (args.workers, 0))]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [run_config(params, args.dataset, args.loss, w, args.steps, args.warmup, Path(tmp))
-                for w in (0, args.workers)]
-    ref = runs[0]["median_step_s"]
+        runs = [run_config(params, args.dataset, args.loss, w, args.steps, args.warmup, Path(tmp) / str(k))
+                for k, w in enumerate(order)]
+    median = {w: statistics.median(r["median_step_s"] for r in runs if r["workers"] == w) for w in (0, args.workers)}
     for r in runs:
-        r["ratio_to_trunk_maps"] = round(r["median_step_s"] / ref, 3)
+        r["ratio_to_trunk_maps"] = round(r["median_step_s"] / median[0], 3)
         print(f"{r['config']:22s} median step {r['median_step_s']:7.3f} s  ratio {r['ratio_to_trunk_maps']:.2f}  "
-              f"final loss {r['final_loss']:.6f}  fill {r['fill_s']}", flush=True)
+              f"final loss {r['final_loss']:.9f}  fill {r['fill_s']}", flush=True)
     result = {
+        "ratio_workers_to_trunk_maps": round(median[args.workers] / median[0], 3),
         "what": "the real profile's fine-tune step: DataLoader workers and the trunk every step vs its cached maps",
         "params": str(args.params), "member": f"{args.dataset}-{args.loss}", "batch_size": params.train.batch_size,
         "steps": args.steps, "warmup_intervals_dropped": args.warmup, "note": args.note, "runs": runs,
-        "final_loss_abs_difference": abs(runs[0]["final_loss"] - runs[1]["final_loss"]),
+        "final_loss_abs_difference": max(r["final_loss"] for r in runs) - min(r["final_loss"] for r in runs),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "machine_info": machine_info(),

@@ -39,7 +39,9 @@ def train_base_model(params: Params) -> dict:
     records = training_records(read_jsonl(params.data_dir / "corpus" / "manifest.jsonl"))
     cache = not bp.augment and bp.num_workers == 0  # workers would each hold a copy
     # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
-    preprocess, trunk_maps = training_preprocess(bundle, bp.augment, cache)
+    preprocess, trunk_maps = training_preprocess(
+        bundle, bp.augment, cache, uncached=f"base_model.num_workers {bp.num_workers}: DataLoader workers hold no "
+                                            "shared cache; base_model.num_workers 0 caches the maps")
     ds = AnchorDataset(records, preprocess, bundle.tokenizer, caption=bp.caption, seed=params.seed, cache=cache)
     if trunk_maps:  # in batches before the loop (docs/instrument.md H18)
         fill_trunk_maps(ds, bundle.model, bundle.preprocess_val)

@@ -53,6 +53,9 @@ def _train_family(params: Params, family: str) -> dict:
     stream = tp.data_format == "webdataset"  # WebDataset shards (stage shards), streamed: nothing cached
     # the decoded-input cache pays off over epochs in one process; DataLoader workers would each hold a copy
     cache = not tp.augment and tp.num_workers == 0 and not stream
+    uncached = ("train.data_format webdataset: streamed shards are never cached" if stream else
+                f"train.num_workers {tp.num_workers}: DataLoader workers hold no shared cache; train.num_workers 0 "
+                "caches the maps")
     out = {}
     maps: dict = {}  # locked-trunk maps shared by the members (one base trunk, the same anchors)
     summary_file = params.metrics_dir / "train" / f"{family}.json"
@@ -62,7 +65,7 @@ def _train_family(params: Params, family: str) -> dict:
     for label in family_members(params, family):
         bundle = load_model(params.models_dir / "base" / "checkpoint.pt")
         # a wholly locked trunk is run once per image (its maps cached), the head and text tower every step
-        preprocess, trunk_maps = training_preprocess(bundle, tp.augment, cache)
+        preprocess, trunk_maps = training_preprocess(bundle, tp.augment, cache, uncached=uncached)
         if stream:
             ds = _shard_stream(params, bundle, preprocess, family, label)
         elif family in HARD_NEGATIVE_LOSSES:

@@ -52,16 +52,19 @@ def test_only_a_wholly_locked_unaugmented_trunk_may_be_cached(attn, caplog):
     assert "BatchNorm" in trunk_cache_blocker(_attn(lock_image=True, lock_image_bn_stats=False).model, False)
     # without the datasets' cache the maps would be recomputed every step: pixels then, and a warning says so
     def said():
-        return [r.getMessage().count("train.num_workers 0 caches its maps") for r in caplog.records
-                if r.name == "concrete_jungle.models.trunk_cache"]
+        return [r.getMessage() for r in caplog.records if r.name == "concrete_jungle.models.trunk_cache"]
 
+    why = "train.num_workers 2: test"
     caplog.clear()
     with caplog.at_level("WARNING", logger="concrete_jungle.models.trunk_cache"):
         assert training_preprocess(attn, augment=False, cache=False) == (attn.preprocess_val, False)
-        assert said() == [1]
+        assert said() == []  # no reason given: nothing said
+        for _ in range(2):  # once a process for a reason
+            assert training_preprocess(attn, augment=False, cache=False, uncached=why) == (attn.preprocess_val, False)
+        assert len(said()) == 1 and "not cached (train.num_workers 2: test)" in said()[0]
         caplog.clear()
-        assert training_preprocess(attn, augment=False, cache=True)[1] is True
-        assert training_preprocess(attn, augment=True, cache=False) == (attn.preprocess_train, False)
+        assert training_preprocess(attn, augment=False, cache=True, uncached="x")[1] is True
+        assert training_preprocess(attn, augment=True, cache=False, uncached="y") == (attn.preprocess_train, False)
         assert said() == []  # cached, or a trunk that may not be cached: nothing to say
 
 

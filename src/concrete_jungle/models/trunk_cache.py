@@ -31,6 +31,7 @@ __all__ = ["trunk_cache_blocker", "trunk_map_transform", "fill_trunk_maps", "hea
            "training_preprocess"]
 
 logger = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # the reasons training_preprocess has warned of in this process
 
 
 def trunk_cache_blocker(model: torch.nn.Module, augment: bool) -> str | None:
@@ -164,18 +165,22 @@ def head_on_trunk_maps(model: torch.nn.Module) -> Iterator[None]:
         del visual.forward
 
 
-def training_preprocess(bundle, augment: bool, cache: bool) -> tuple[Callable, bool]:
+def training_preprocess(bundle, augment: bool, cache: bool, uncached: str | None = None) -> tuple[Callable, bool]:
     """The per-image transform of a training dataset, and whether it yields trunk maps (then train inside
     :func:`head_on_trunk_maps`): trunk maps when the datasets cache decoded inputs (``cache``) and
-    :func:`trunk_cache_blocker` clears the model, else ``bundle.preprocess_train`` / ``preprocess_val``. A trunk
-    that could be cached but is not (``cache`` False: DataLoader workers, streamed shards) is run every step: a
-    logged warning says so (the real profile's steps took 2-3x longer that way, docs/instrument.md H34)."""
+    :func:`trunk_cache_blocker` clears the model, else ``bundle.preprocess_train`` / ``preprocess_val``.
+
+    ``uncached``: why the caller's datasets cache nothing, in its params' words (``"train.num_workers 2: DataLoader
+    workers hold no shared cache; train.num_workers 0 caches the maps"``). A trunk that could be cached but is not
+    then runs on every image of every step (the real profile's steps took 2.2x longer so, docs/instrument.md H34):
+    a logged warning gives the reason, once a process. None: no warning."""
     preprocess = bundle.preprocess_train if augment else bundle.preprocess_val
     if trunk_cache_blocker(bundle.model, augment) is not None:
         return preprocess, False
     if not cache:
-        logger.warning("the image trunk is locked, but the training datasets cache no decoded inputs (DataLoader "
-                       "workers, train.num_workers > 0, or streamed shards): the trunk runs on every image of every "
-                       "step instead of once an image (train.num_workers 0 caches its maps; docs/instrument.md H34)")
+        if uncached is not None and uncached not in _WARNED:
+            _WARNED.add(uncached)
+            logger.warning("the image trunk is locked, but its maps are not cached (%s): the trunk runs on every "
+                           "image of every step instead of once an image", uncached)
         return preprocess, False
     return trunk_map_transform(bundle.model, preprocess), True
